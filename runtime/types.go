@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ContainerState is the state of a container or sandbox as the runtime reports it.
+type ContainerState string
+
+const (
+	ContainerStateCreated ContainerState = "created"
+	ContainerStateRunning ContainerState = "running"
+	ContainerStateExited  ContainerState = "exited"
+	// ContainerStateUnknown is any state the runtime could not tell.
+	ContainerStateUnknown ContainerState = "unknown"
+)
+
+// Pod is the runtime's view of one pod: the sandboxes and containers that
+// carry its UID in their labels. It is what GetPods returns and what KillPod
+// takes for a pod that the agent no longer knows the spec of.
+type Pod struct {
+	ID        types.UID
+	Name      string
+	Namespace string
+	// CreatedAt is the creation time of the newest sandbox, in nanoseconds.
+	CreatedAt  int64
+	Containers []*Container
+	Sandboxes  []*Container
+}
+
+// Container is the short runtime view of a container or a sandbox.
+type Container struct {
+	// ID is the CRI id of the container or sandbox.
+	ID   string
+	Name string
+	// Image is the image the container was created from (as the spec named it);
+	// ImageID the runtime's image id; ImageRef the digested reference if known.
+	Image    string
+	ImageID  string
+	ImageRef string
+	// Hash is the hash of the container's spec taken when it was created.
+	Hash      uint64
+	State     ContainerState
+	CreatedAt int64
+}
+
+// PodStatus is the runtime status of one pod: every container instance
+// (running and dead) and every sandbox, newest first.
+type PodStatus struct {
+	ID        types.UID
+	Name      string
+	Namespace string
+	// IPs of the pod; the first is the primary.
+	IPs []string
+	// ContainerStatuses holds every container instance, newest first per name.
+	ContainerStatuses []*ContainerStatus
+	// SandboxStatuses holds every sandbox of the pod, newest first.
+	SandboxStatuses []*runtimeapi.PodSandboxStatus
+	// TimeStamp is when this status was taken (set by its reader, e.g. pleg).
+	TimeStamp time.Time
+}
+
+// ContainerStatus is the runtime status of one container instance.
+type ContainerStatus struct {
+	ID           string
+	Name         string
+	State        ContainerState
+	CreatedAt    time.Time
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	ExitCode     int32
+	Image        string
+	ImageID      string
+	ImageRef     string
+	Hash         uint64
+	RestartCount int
+	Reason       string
+	Message      string
+	// Resources as the runtime reports them, if it does.
+	Resources *runtimeapi.ContainerResources
+}
+
+// FindContainerStatusByName returns the newest status of the named container, or nil.
+func (s *PodStatus) FindContainerStatusByName(name string) *ContainerStatus {
+	if s == nil {
+		return nil
+	}
+	for _, cs := range s.ContainerStatuses {
+		if cs.Name == name {
+			return cs
+		}
+	}
+	return nil
+}
+
+// FindContainerByName returns the named container of a runtime pod, or nil.
+func (p *Pod) FindContainerByName(name string) *Container {
+	if p == nil {
+		return nil
+	}
+	for _, c := range p.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
