@@ -1,0 +1,277 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// MaxSize is the largest payload Write accepts and Read returns.
+const MaxSize = 64 << 20
+
+// MaxNameLen is the longest accepted checkpoint name, leaving room for the
+// temporary-file and ".corrupt.N" suffixes within common 255-byte limits.
+const MaxNameLen = 200
+
+// headerLen is the size of the header in front of the payload:
+// 4 bytes magic, 8 bytes payload length (big endian), 4 bytes CRC-32C.
+const headerLen = 16
+
+// magic marks a nodekit checkpoint file, format version 1.
+const magic = "NKC\x01"
+
+// maxSetAside bounds the ".corrupt.N" suffixes SetAside tries.
+const maxSetAside = 1000
+
+// File is the part of *os.File that Write uses.
+type File interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// FS is the set of file system calls the package makes. OS implements it
+// with the os package; tests inject failures through it.
+type FS interface {
+	MkdirAll(dir string, perm fs.FileMode) error
+	CreateTemp(dir, pattern string) (File, error)
+	ReadFile(path string) ([]byte, error)
+	Rename(oldpath, newpath string) error
+	Remove(path string) error
+	Lstat(path string) (fs.FileInfo, error)
+	// SyncDir makes the directory entries of dir durable (fsync on the
+	// directory).
+	SyncDir(dir string) error
+}
+
+// OS is the FS backed by the real file system.
+type OS struct{}
+
+var _ FS = OS{}
+
+// MkdirAll implements FS.
+func (OS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
+
+// CreateTemp implements FS.
+func (OS) CreateTemp(dir, pattern string) (File, error) { return os.CreateTemp(dir, pattern) }
+
+// ReadFile implements FS.
+func (OS) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// Rename implements FS.
+func (OS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+// Remove implements FS.
+func (OS) Remove(path string) error { return os.Remove(path) }
+
+// Lstat implements FS.
+func (OS) Lstat(path string) (fs.FileInfo, error) { return os.Lstat(path) }
+
+// SyncDir implements FS.
+func (OS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	serr := d.Sync()
+	cerr := d.Close()
+	if serr != nil {
+		return serr
+	}
+	return cerr
+}
+
+// ValidateName reports whether name can be used as a checkpoint name: a
+// single path segment that is not empty, does not start with '.' (which
+// also excludes "." and ".."; temporary files start with '.'), contains no
+// '/', '\\' or NUL and is at most MaxNameLen bytes long.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, MaxNameLen)
+	case name[0] == '.':
+		return fmt.Errorf("%w: %q starts with '.'", ErrInvalidName, name)
+	case strings.ContainsAny(name, "/\\\x00"):
+		return fmt.Errorf("%w: %q contains '/', '\\' or NUL", ErrInvalidName, name)
+	}
+	return nil
+}
+
+func checkArgs(dir, name string) error {
+	if dir == "" || strings.ContainsRune(dir, 0) {
+		return fmt.Errorf("%w: %q", ErrInvalidDir, dir)
+	}
+	return ValidateName(name)
+}
+
+// Encode returns data with the checkpoint header in front of it.
+func Encode(data []byte) []byte {
+	out := make([]byte, headerLen+len(data))
+	copy(out, magic)
+	binary.BigEndian.PutUint64(out[4:12], uint64(len(data)))
+	binary.BigEndian.PutUint32(out[12:16], crc32.Checksum(data, crcTable()))
+	copy(out[headerLen:], data)
+	return out
+}
+
+// Decode checks the header and checksum of b and returns its payload (a
+// sub-slice of b). Anything that does not match is ErrCorrupt.
+func Decode(b []byte) ([]byte, error) {
+	if len(b) < headerLen {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(b))
+	}
+	if string(b[:4]) != magic {
+		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
+	}
+	n := binary.BigEndian.Uint64(b[4:12])
+	if n != uint64(len(b)-headerLen) {
+		return nil, fmt.Errorf("%w: header says %d payload bytes, file has %d", ErrCorrupt, n, len(b)-headerLen)
+	}
+	payload := b[headerLen:]
+	if want, got := binary.BigEndian.Uint32(b[12:16]), crc32.Checksum(payload, crcTable()); want != got {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return payload, nil
+}
+
+func crcTable() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
+
+// Write stores data as dir/name atomically on the real file system.
+func Write(dir, name string, data []byte) error { return WriteFS(OS{}, dir, name, data) }
+
+// WriteFS stores data as dir/name atomically through fsys: dir is created if
+// missing, the encoded bytes go to a temporary file in dir which is synced,
+// closed and renamed over dir/name, then dir is synced. On any error before
+// the rename the old file is untouched and the temporary file is removed.
+// An error from the final directory sync is returned although the new file
+// is already in place (its durability is then unknown).
+func WriteFS(fsys FS, dir, name string, data []byte) error {
+	if err := checkArgs(dir, name); err != nil {
+		return err
+	}
+	if len(data) > MaxSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
+	}
+	if err := fsys.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("checkpoint: create directory: %w", err)
+	}
+	f, err := fsys.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: create temporary file for %s: %w", name, err)
+	}
+	tmp := f.Name()
+	committed := false
+	defer func() {
+		if !committed {
+			_ = fsys.Remove(tmp)
+		}
+	}()
+	if err := writeAll(f, Encode(data)); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("checkpoint: write %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("checkpoint: sync %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("checkpoint: close %s: %w", name, err)
+	}
+	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("checkpoint: rename %s: %w", name, err)
+	}
+	committed = true
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("checkpoint: sync directory after writing %s: %w", name, err)
+	}
+	return nil
+}
+
+func writeAll(w io.Writer, b []byte) error {
+	for len(b) > 0 {
+		n, err := w.Write(b)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return io.ErrShortWrite
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// Read returns the payload of dir/name from the real file system.
+func Read(dir, name string) ([]byte, error) { return ReadFS(OS{}, dir, name) }
+
+// ReadFS returns the payload of dir/name read through fsys. A missing file
+// yields an error that matches fs.ErrNotExist; a damaged one ErrCorrupt.
+func ReadFS(fsys FS, dir, name string) ([]byte, error) {
+	if err := checkArgs(dir, name); err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dir, name)
+	fi, err := fsys.Lstat(p)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s: %w", name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorrupt, name)
+	}
+	if fi.Size() > MaxSize+headerLen {
+		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, name, fi.Size(), MaxSize+headerLen)
+	}
+	b, err := fsys.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s: %w", name, err)
+	}
+	payload, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return payload, nil
+}
+
+// SetAside renames dir/name on the real file system; see SetAsideFS.
+func SetAside(dir, name string) (string, error) { return SetAsideFS(OS{}, dir, name) }
+
+// SetAsideFS renames dir/name to dir/name.corrupt, or to the first free
+// dir/name.corrupt.N (N = 1, 2, ...) when that exists, syncs dir and
+// returns the new path. Earlier set-aside files are never overwritten.
+func SetAsideFS(fsys FS, dir, name string) (string, error) {
+	if err := checkArgs(dir, name); err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, name)
+	for i := 0; i < maxSetAside; i++ {
+		dst := src + ".corrupt"
+		if i > 0 {
+			dst += "." + strconv.Itoa(i)
+		}
+		_, err := fsys.Lstat(dst)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("checkpoint: set aside %s: %w", name, err)
+		}
+		if err := fsys.Rename(src, dst); err != nil {
+			return "", fmt.Errorf("checkpoint: set aside %s: %w", name, err)
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			return dst, fmt.Errorf("checkpoint: sync directory after setting aside %s: %w", name, err)
+		}
+		return dst, nil
+	}
+	return "", fmt.Errorf("checkpoint: set aside %s: %d corrupt copies already exist", name, maxSetAside)
+}
