@@ -1,9 +1,15 @@
 package runtime
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
@@ -32,6 +38,38 @@ type Config struct {
 	// NodeName is the node's name, for env fieldRef spec.nodeName.
 	NodeName string
 
+	// Probes gives the liveness and startup results of running containers
+	// (the prober satisfies it). Nil means every probe counts as passed: a
+	// running container is never killed for a probe and sidecars with a
+	// startup probe count as started.
+	Probes ProbeResults
+
+	// PodState says which pods' runtime objects and content may be removed by
+	// GarbageCollect (the pod workers satisfy it). Nil means: a pod may be
+	// cleaned up when the runtime knows no sandbox of it.
+	PodState PodStateProvider
+
+	// HTTPClient runs httpGet lifecycle hooks. Nil means a client of the
+	// Manager's own (no proxy, HookTimeout per request).
+	HTTPClient HTTPDoer
+
+	// CallTimeout bounds each CRI call (on top of the caller's ctx). Default 2m.
+	CallTimeout time.Duration
+	// PullTimeout bounds one image pull. Default 10m.
+	PullTimeout time.Duration
+	// HookTimeout bounds a postStart hook (preStop hooks are bounded by the
+	// grace period). Default 30s.
+	HookTimeout time.Duration
+	// BackOffInitial and BackOffMax shape the crash-loop and image-pull
+	// back-offs (doubling from initial to max). Defaults 10s and 300s. An
+	// entry is forgotten 2*BackOffMax after its last update (the kubelet's
+	// "ran for 10 minutes" reset).
+	BackOffInitial time.Duration
+	BackOffMax     time.Duration
+	// DefaultGracePeriod is the termination grace (seconds) used when neither
+	// the pod nor the container's annotations carry one. Default 30.
+	DefaultGracePeriod int64
+
 	Clock      clock.Clock
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer
@@ -45,4 +83,121 @@ type DNSConfig struct {
 	// ResolvConf is the host resolv.conf read for dnsPolicy Default and for
 	// ClusterFirst without ClusterDNS. Empty means /etc/resolv.conf; "-" none.
 	ResolvConf string
+}
+
+// ProbeResult is the latest result of a liveness or startup probe.
+type ProbeResult int
+
+const (
+	// ProbeUnknown: no result yet (or no such probe known).
+	ProbeUnknown ProbeResult = iota
+	ProbeSuccess
+	ProbeFailure
+)
+
+// String names the result.
+func (r ProbeResult) String() string {
+	switch r {
+	case ProbeSuccess:
+		return "Success"
+	case ProbeFailure:
+		return "Failure"
+	default:
+		return "Unknown"
+	}
+}
+
+// ProbeResults is what the action engine reads from the prober: the latest
+// liveness and startup result per CRI container id.
+type ProbeResults interface {
+	Liveness(containerID string) ProbeResult
+	Startup(containerID string) ProbeResult
+}
+
+// PodStateProvider tells garbage collection which pods are finished.
+type PodStateProvider interface {
+	// ShouldPodContentBeRemoved: the pod is gone for good; its dead
+	// containers, sandboxes and log directory may all be removed.
+	ShouldPodContentBeRemoved(uid types.UID) bool
+	// ShouldPodRuntimeBeRemoved: the pod's containers may be removed even
+	// though the pod is not deleted (used when GCPolicy.EvictNonDeletedPods).
+	ShouldPodRuntimeBeRemoved(uid types.UID) bool
+}
+
+// HTTPDoer sends an HTTP request (an *http.Client satisfies it).
+type HTTPDoer interface {
+	Do(req *http.Request) (*http.Response, error)
+}
+
+// Defaults.
+const (
+	DefaultCallTimeout        = 2 * time.Minute
+	DefaultPullTimeout        = 10 * time.Minute
+	DefaultHookTimeout        = 30 * time.Second
+	DefaultBackOffInitial     = 10 * time.Second
+	DefaultBackOffMax         = 300 * time.Second
+	DefaultPodLogsRoot        = "/var/log/pods"
+	DefaultGracePeriodSeconds = 30
+	// MinimumGracePeriodSeconds is the least time a container is given to
+	// stop after its preStop hook (as the kubelet).
+	MinimumGracePeriodSeconds = 2
+)
+
+// withDefaults validates c and returns a copy with defaults filled.
+func (c Config) withDefaults() (Config, error) {
+	if c.Runtime == nil {
+		return c, fmt.Errorf("%w: Runtime is required", ErrInvalidConfig)
+	}
+	if c.Images == nil {
+		return c, fmt.Errorf("%w: Images is required", ErrInvalidConfig)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"CallTimeout", &c.CallTimeout, DefaultCallTimeout},
+		{"PullTimeout", &c.PullTimeout, DefaultPullTimeout},
+		{"HookTimeout", &c.HookTimeout, DefaultHookTimeout},
+		{"BackOffInitial", &c.BackOffInitial, DefaultBackOffInitial},
+		{"BackOffMax", &c.BackOffMax, DefaultBackOffMax},
+	} {
+		if *d.v < 0 {
+			return c, fmt.Errorf("%w: %s must not be negative (got %v)", ErrInvalidConfig, d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.BackOffMax < c.BackOffInitial {
+		return c, fmt.Errorf("%w: BackOffMax (%v) is less than BackOffInitial (%v)", ErrInvalidConfig, c.BackOffMax, c.BackOffInitial)
+	}
+	if c.DefaultGracePeriod < 0 {
+		return c, fmt.Errorf("%w: DefaultGracePeriod must not be negative (got %d)", ErrInvalidConfig, c.DefaultGracePeriod)
+	}
+	if c.DefaultGracePeriod == 0 {
+		c.DefaultGracePeriod = DefaultGracePeriodSeconds
+	}
+	if c.PodLogsRoot == "" {
+		c.PodLogsRoot = DefaultPodLogsRoot
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	c.Logger = c.Logger.Named("runtime")
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{
+			Timeout:   c.HookTimeout,
+			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
+		}
+	}
+	return c, nil
+}
+
+// callCtx bounds one CRI call by CallTimeout on top of ctx.
+func (m *Manager) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, m.cfg.CallTimeout)
 }

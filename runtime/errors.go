@@ -17,8 +17,68 @@ var (
 	ErrImagePullBackOff = errors.New("runtime: image pull back-off")
 	// ErrImageNeverPull: policy Never and the image is not present (reason ErrImageNeverPull).
 	ErrImageNeverPull = errors.New("runtime: image not present with pull policy Never")
+	// ErrImageInspect: the runtime could not tell whether the image is present
+	// (reason ImageInspectError).
+	ErrImageInspect = errors.New("runtime: image inspect failed")
 	// ErrCrashLoopBackOff: a container is in restart back-off (reason CrashLoopBackOff).
 	ErrCrashLoopBackOff = errors.New("runtime: container in crash-loop back-off")
+	// ErrCreateContainer: CreateContainer failed (reason CreateContainerError).
+	ErrCreateContainer = errors.New("runtime: create container failed")
+	// ErrRunContainer: StartContainer failed (reason RunContainerError).
+	ErrRunContainer = errors.New("runtime: start container failed")
+	// ErrPostStartHook: the postStart hook failed and the container was
+	// killed (reason PostStartHookError).
+	ErrPostStartHook = errors.New("runtime: postStart hook failed")
+	// ErrCreateSandbox: the pod sandbox could not be created or inspected.
+	ErrCreateSandbox = errors.New("runtime: create pod sandbox failed")
+	// ErrKillContainer: stopping a container failed.
+	ErrKillContainer = errors.New("runtime: kill container failed")
+	// ErrKillSandbox: stopping a sandbox failed.
+	ErrKillSandbox = errors.New("runtime: stop pod sandbox failed")
+	// ErrRemoveContainer: removing a container failed.
+	ErrRemoveContainer = errors.New("runtime: remove container failed")
 	// ErrInvalidConfig: a Config field is missing or bad.
 	ErrInvalidConfig = errors.New("runtime: invalid config")
 )
+
+// Waiting reasons recorded per container (see Manager.Reason); the same
+// strings the kubelet reports in containerStatuses[].state.waiting.reason.
+const (
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonErrImagePull               = "ErrImagePull"
+	ReasonImagePullBackOff           = "ImagePullBackOff"
+	ReasonErrImageNeverPull          = "ErrImageNeverPull"
+	ReasonImageInspectError          = "ImageInspectError"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonCreateContainerError       = "CreateContainerError"
+	ReasonRunContainerError          = "RunContainerError"
+	ReasonPreStartHookError          = "PreStartHookError"
+	ReasonPostStartHookError         = "PostStartHookError"
+)
+
+// reasonFor maps a start error to its waiting reason ("" for none).
+func reasonFor(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrCrashLoopBackOff):
+		return ReasonCrashLoopBackOff
+	case errors.Is(err, ErrImagePullBackOff):
+		return ReasonImagePullBackOff
+	case errors.Is(err, ErrImageNeverPull):
+		return ReasonErrImageNeverPull
+	case errors.Is(err, ErrImagePull):
+		return ReasonErrImagePull
+	case errors.Is(err, ErrImageInspect):
+		return ReasonImageInspectError
+	case errors.Is(err, ErrCreateContainerConfig):
+		return ReasonCreateContainerConfigError
+	case errors.Is(err, ErrCreateContainer):
+		return ReasonCreateContainerError
+	case errors.Is(err, ErrRunContainer):
+		return ReasonRunContainerError
+	case errors.Is(err, ErrPostStartHook):
+		return ReasonPostStartHookError
+	}
+	return ""
+}
