@@ -1,0 +1,30 @@
+package podconfig
+
+import "errors"
+
+// Sentinel errors. Errors returned by this package wrap one of these with %w;
+// match them with errors.Is.
+var (
+	// ErrInvalidManifest: a static pod manifest (file, URL or push body)
+	// could not be decoded, defaulted or validated. The wrapping error names
+	// the origin and, where known, the line or the field.
+	ErrInvalidManifest = errors.New("podconfig: invalid manifest")
+	// ErrEmptyManifest: the manifest holds no document at all (empty or only
+	// whitespace/comments). Also wraps ErrInvalidManifest: a file source keeps
+	// the last good version, an HTTP source may treat it as "no pods".
+	ErrEmptyManifest = errors.New("podconfig: empty manifest")
+	// ErrTooLarge: the manifest exceeds MaxManifestSize, or expands (YAML
+	// aliases) beyond the decoder's limits.
+	ErrTooLarge = errors.New("podconfig: manifest too large")
+	// ErrTooDeep: the manifest nests deeper than the decoder's limit.
+	ErrTooDeep = errors.New("podconfig: manifest nested too deeply")
+	// ErrInvalidPod: a pod failed validation (ValidatePod).
+	ErrInvalidPod = errors.New("podconfig: invalid pod")
+	// ErrInvalidSource: a source name is empty or not configured.
+	ErrInvalidSource = errors.New("podconfig: invalid source")
+	// ErrInvalidConfig: a Config or FileSourceConfig field is invalid; the
+	// wrapping error names the field.
+	ErrInvalidConfig = errors.New("podconfig: invalid config")
+	// ErrAlreadyRunning: Run was called twice.
+	ErrAlreadyRunning = errors.New("podconfig: already running")
+)

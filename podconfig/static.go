@@ -1,0 +1,379 @@
+package podconfig
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strings"
+
+	yaml3 "go.yaml.in/yaml/v3"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	k8sjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Limits applied by DecodeStaticPods to every manifest, whatever its origin.
+const (
+	// MaxManifestSize is the largest manifest accepted, checked before any
+	// decoding (the kubelet's limit too).
+	MaxManifestSize = 10 << 20
+	// MaxManifestDepth bounds the nesting of maps and lists in a manifest,
+	// counting through YAML aliases. A real pod nests about a dozen levels.
+	MaxManifestDepth = 100
+	// maxExpandedSize bounds the size of the document after YAML aliases are
+	// expanded (an estimate in bytes of the equivalent JSON).
+	maxExpandedSize = 2 * MaxManifestSize
+)
+
+// StaticPodOptions says where a static pod manifest came from and how its
+// pods are defaulted.
+type StaticPodOptions struct {
+	// NodeName is the node the pods run on: it becomes spec.nodeName and the
+	// suffix of every pod name ("<name>-<lowercase node name>").
+	NodeName string
+	// Source is the source name the pods belong to (SourceFile, SourceHTTP,
+	// SourcePush, ...). For SourceFile the generated UID also hashes the node
+	// name and the path ("host:<node>file:<path>"); for any other source it
+	// hashes "url:<origin>".
+	Source string
+	// Origin is the file path or URL the manifest was read from. It is part
+	// of the generated UID and is named in every error.
+	Origin string
+	// AddNoExecuteToleration adds the toleration {operator: Exists, effect:
+	// NoExecute} so the pods are not evicted by NoExecute taints (the kubelet
+	// does this for file pods only).
+	AddNoExecuteToleration bool
+}
+
+// DecodeStaticPods decodes one static pod manifest: a Pod, or a PodList (a
+// "List" whose items are all Pods is accepted too), in YAML or JSON. Only the
+// first YAML document is read.
+//
+// Every pod is defaulted the way the kubelet defaults static pods (see
+// doc.go: UID from a hash of the manifest and its origin when empty, name
+// suffixed with the node name, namespace "default", spec.nodeName, the
+// config.hash annotation, phase Pending, and the API defaults a node needs)
+// and then validated with ValidatePod(pod, true).
+//
+// Errors wrap ErrInvalidManifest and name the origin; a YAML or JSON syntax
+// error names the line, a validation error the field. Oversized input wraps
+// ErrTooLarge as well, over-deep input ErrTooDeep, input with no document
+// ErrEmptyManifest. The result is all-or-nothing: one bad pod in a list
+// fails the whole manifest.
+func DecodeStaticPods(data []byte, opts StaticPodOptions) ([]*v1.Pod, error) {
+	origin := opts.Origin
+	if origin == "" {
+		origin = "<unknown>"
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidManifest, origin, fmt.Errorf(format, args...))
+	}
+	if len(data) > MaxManifestSize {
+		return nil, fail("%w: %d bytes, the limit is %d", ErrTooLarge, len(data), MaxManifestSize)
+	}
+	js, err := manifestToJSON(data)
+	if err != nil {
+		return nil, fail("%w", err)
+	}
+
+	var tm metav1.TypeMeta
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(js, &tm); err != nil {
+		return nil, fail("not an object: %w", jsonError(err, js, data))
+	}
+	var raws []json.RawMessage
+	var prefixes []string
+	switch tm.Kind {
+	case "Pod":
+		raws = []json.RawMessage{js}
+		prefixes = []string{""}
+	case "PodList", "List":
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(js, &list); err != nil {
+			return nil, fail("%w", jsonError(err, js, data))
+		}
+		for i, raw := range list.Items {
+			var itm metav1.TypeMeta
+			if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &itm); err != nil {
+				return nil, fail("items[%d]: %w", i, jsonError(err, raw, nil))
+			}
+			if itm.Kind != "Pod" && (itm.Kind != "" || tm.Kind != "PodList") {
+				return nil, fail("items[%d]: kind %q is not Pod", i, itm.Kind)
+			}
+			raws = append(raws, raw)
+			prefixes = append(prefixes, fmt.Sprintf("items[%d]: ", i))
+		}
+	case "":
+		return nil, fail("kind is missing (want Pod or PodList)")
+	default:
+		return nil, fail("kind %q is not Pod or PodList", tm.Kind)
+	}
+	if tm.APIVersion != "v1" {
+		return nil, fail("apiVersion %q is not v1", tm.APIVersion)
+	}
+
+	pods := make([]*v1.Pod, 0, len(raws))
+	for i, raw := range raws {
+		pod := &v1.Pod{}
+		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, pod); err != nil {
+			return nil, fail("%s%w", prefixes[i], jsonError(err, raw, nil))
+		}
+		if pod.Name == "" {
+			return nil, fail("%smetadata.name: Required value: a static pod needs a name", prefixes[i])
+		}
+		if err := defaultStaticPod(pod, opts); err != nil {
+			return nil, fail("%spod %q: %w", prefixes[i], pod.Name, err)
+		}
+		if err := ValidatePod(pod, true); err != nil {
+			return nil, fail("%spod %q: %w", prefixes[i], pod.Name, err)
+		}
+		pods = append(pods, pod)
+	}
+	return pods, nil
+}
+
+// manifestToJSON turns a YAML or JSON manifest into JSON, bounding nesting
+// depth and alias expansion before the conversion can allocate.
+func manifestToJSON(data []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, ErrEmptyManifest
+	}
+	if trimmed[0] == '{' {
+		if err := checkJSONDepth(trimmed, MaxManifestDepth); err != nil {
+			return nil, err
+		}
+		if !json.Valid(trimmed) {
+			var v any
+			err := json.Unmarshal(trimmed, &v)
+			return nil, jsonError(err, trimmed, trimmed)
+		}
+		return trimmed, nil
+	}
+	if err := checkYAMLShape(data); err != nil {
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, err // go-yaml's message names the line
+	}
+	if len(js) > maxExpandedSize {
+		return nil, fmt.Errorf("%w: %d bytes once converted to JSON", ErrTooLarge, len(js))
+	}
+	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil, ErrEmptyManifest
+	}
+	return js, nil
+}
+
+// checkJSONDepth scans JSON text (without parsing it) and fails when arrays
+// and objects nest deeper than max.
+func checkJSONDepth(data []byte, max int) error {
+	depth, inString, escaped := 0, false, false
+	for i, c := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > max {
+				return fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, lineOf(data, i), max)
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// checkYAMLShape parses the first YAML document into a node tree (which does
+// not expand aliases) and measures it as if aliases were expanded: the
+// expanded size must stay within maxExpandedSize and the depth within
+// MaxManifestDepth. Aliases are measured once each (memoized), so the check
+// itself is linear in the input.
+func checkYAMLShape(data []byte) error {
+	var doc yaml3.Node
+	if err := yaml3.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return ErrEmptyManifest
+		}
+		return err
+	}
+	m := yamlMeasure{memo: make(map[*yaml3.Node]yamlShape)}
+	_, err := m.measure(&doc, 0)
+	return err
+}
+
+type yamlShape struct {
+	size   int64
+	height int
+}
+
+type yamlMeasure struct {
+	memo  map[*yaml3.Node]yamlShape
+	total int64
+}
+
+func (m *yamlMeasure) measure(n *yaml3.Node, depth int) (yamlShape, error) {
+	if n == nil {
+		return yamlShape{}, nil
+	}
+	if s, ok := m.memo[n]; ok {
+		if depth+s.height > MaxManifestDepth {
+			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
+		}
+		m.total += s.size
+		if m.total > maxExpandedSize {
+			return s, fmt.Errorf("%w: aliases expand the document beyond %d bytes", ErrTooLarge, maxExpandedSize)
+		}
+		return s, nil
+	}
+	var s yamlShape
+	switch n.Kind {
+	case yaml3.AliasNode:
+		if n.Alias == nil {
+			return s, fmt.Errorf("line %d: unresolved alias", n.Line)
+		}
+		m.memo[n] = yamlShape{size: maxExpandedSize + 1, height: MaxManifestDepth + 1} // cycle guard
+		inner, err := m.measure(n.Alias, depth)
+		if err != nil {
+			return s, err
+		}
+		s = inner
+	case yaml3.ScalarNode:
+		s = yamlShape{size: int64(len(n.Value)) + 3}
+		m.total += s.size
+	default: // document, mapping, sequence
+		if n.Kind != yaml3.DocumentNode && depth+1 > MaxManifestDepth {
+			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
+		}
+		next := depth
+		if n.Kind != yaml3.DocumentNode {
+			next = depth + 1
+		}
+		s.size = 2
+		m.total += 2
+		for _, c := range n.Content {
+			cs, err := m.measure(c, next)
+			if err != nil {
+				return s, err
+			}
+			s.size += cs.size + 1
+			m.total++
+			if cs.height+1 > s.height {
+				s.height = cs.height + 1
+			}
+		}
+	}
+	if m.total > maxExpandedSize {
+		return s, fmt.Errorf("%w: aliases expand the document beyond %d bytes", ErrTooLarge, maxExpandedSize)
+	}
+	m.memo[n] = s
+	return s, nil
+}
+
+// jsonError rewrites a JSON decoding error so it names the line (computed in
+// text when text is the JSON given to the decoder) or the field.
+func jsonError(err error, js, text []byte) error {
+	if err == nil {
+		return nil
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) && text != nil {
+		return fmt.Errorf("line %d: %w", lineOf(text, int(se.Offset)), err)
+	}
+	if ok, off := k8sjson.SyntaxErrorOffset(err); ok && text != nil {
+		return fmt.Errorf("line %d: %w", lineOf(js, int(off)), err)
+	}
+	return err
+}
+
+func lineOf(data []byte, offset int) int {
+	if offset > len(data) {
+		offset = len(data)
+	}
+	if offset < 0 {
+		offset = 0
+	}
+	return 1 + bytes.Count(data[:offset], []byte{'\n'})
+}
+
+// StaticPodName is the name a static pod gets on a node: "<name>-<node>",
+// with the node name lowercased.
+func StaticPodName(name, nodeName string) string {
+	return name + "-" + strings.ToLower(nodeName)
+}
+
+// staticPodUID hashes the pod as decoded (before any defaulting) together
+// with where it came from. The same manifest at the same origin on the same
+// node gives the same UID across restarts.
+func staticPodUID(pod *v1.Pod, opts StaticPodOptions) (types.UID, error) {
+	enc, err := json.Marshal(pod) // maps are encoded in key order: deterministic
+	if err != nil {
+		return "", err
+	}
+	h := fnv.New128a()
+	_, _ = h.Write(enc)
+	if opts.Source == SourceFile {
+		_, _ = fmt.Fprintf(h, "host:%s", opts.NodeName)
+		_, _ = fmt.Fprintf(h, "file:%s", opts.Origin)
+	} else {
+		_, _ = fmt.Fprintf(h, "url:%s", opts.Origin)
+	}
+	return types.UID(hex.EncodeToString(h.Sum(nil))), nil
+}
+
+func defaultStaticPod(pod *v1.Pod, opts StaticPodOptions) error {
+	if pod.UID == "" {
+		uid, err := staticPodUID(pod, opts)
+		if err != nil {
+			return err
+		}
+		pod.UID = uid
+	}
+	pod.Name = StaticPodName(pod.Name, opts.NodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = opts.NodeName
+	if pod.Annotations == nil {
+		pod.Annotations = make(map[string]string, 1)
+	}
+	pod.Annotations[ConfigHashAnnotation] = string(pod.UID)
+	if opts.AddNoExecuteToleration {
+		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
+	}
+	SetPodDefaults(pod)
+	pod.Status.Phase = v1.PodPending
+	return nil
+}
+
+func addToleration(pod *v1.Pod, t v1.Toleration) {
+	for i := range pod.Spec.Tolerations {
+		e := &pod.Spec.Tolerations[i]
+		if e.Key == t.Key && e.Effect == t.Effect && e.Value == t.Value &&
+			(e.Operator == t.Operator || (e.Operator == "" && t.Operator == v1.TolerationOpEqual)) {
+			*e = t
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, t)
+}
