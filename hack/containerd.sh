@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# hack/containerd.sh: a private containerd (CRI) for nodekit's e2e tests.
+#
+#   hack/containerd.sh install   apt-get install containerd, runc, busybox-static (as root)
+#   hack/containerd.sh start     write a config, start containerd, import the test images,
+#                                write <dir>/env and print it
+#   hack/containerd.sh stop      kill every container, stop containerd, unmount, remove <dir>
+#   hack/containerd.sh env       print the env lines
+#
+# Everything lives under NODEKIT_CONTAINERD_DIR (default /tmp/nodekit-containerd): its own
+# --root, --state, socket, runc root and log, so a system containerd is never touched.
+# The env lines are:
+#   NODEKIT_CRI_ENDPOINT=unix://<dir>/containerd.sock
+#   NODEKIT_PAUSE_IMAGE=localhost/nodekit/pause:1
+#   NODEKIT_BUSYBOX_IMAGE=localhost/nodekit/busybox:1
+# Use them with: set -a; . <dir>/env; set +a
+set -euo pipefail
+
+DIR="${NODEKIT_CONTAINERD_DIR:-/tmp/nodekit-containerd}"
+SOCK="$DIR/containerd.sock"
+PIDFILE="$DIR/containerd.pid"
+LOG="$DIR/containerd.log"
+CONFIG="$DIR/config.toml"
+RUNC_ROOT="$DIR/runc"
+PAUSE_IMAGE="localhost/nodekit/pause:1"
+BUSYBOX_IMAGE="localhost/nodekit/busybox:1"
+START_TIMEOUT="${NODEKIT_CONTAINERD_START_TIMEOUT:-30}"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+log() { echo "containerd.sh: $*" >&2; }
+
+ctr_() { ctr -a "$SOCK" "$@"; }
+
+env_lines() {
+	echo "NODEKIT_CRI_ENDPOINT=unix://$SOCK"
+	echo "NODEKIT_PAUSE_IMAGE=$PAUSE_IMAGE"
+	echo "NODEKIT_BUSYBOX_IMAGE=$BUSYBOX_IMAGE"
+}
+
+cmd_install() {
+	local need=()
+	command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || need+=(containerd)
+	command -v runc >/dev/null 2>&1 || need+=(runc)
+	if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed'; then
+		need+=(busybox-static)
+	fi
+	if [ "${#need[@]}" -eq 0 ]; then
+		log "containerd, runc and busybox-static are installed"
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		log "need root to install: ${need[*]}"
+		return 1
+	fi
+	log "installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	# The Debian package may start a system containerd; ours never uses it.
+}
+
+running() {
+	[ -f "$PIDFILE" ] || return 1
+	local pid
+	pid="$(cat "$PIDFILE")"
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+	ctr_ version >/dev/null 2>&1
+}
+
+write_config() {
+	mkdir -p "$DIR/root" "$DIR/state" "$RUNC_ROOT" "$DIR/opt" "$DIR/cni/bin" "$DIR/cni/net.d"
+	cat >"$CONFIG" <<EOF
+# Written by hack/containerd.sh for containerd 1.6 (config version 2).
+version = 2
+root = "$DIR/root"
+state = "$DIR/state"
+oom_score = 0
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.internal.v1.tracing",
+  "io.containerd.tracing.processor.v1.otlp",
+]
+
+[grpc]
+  address = "$SOCK"
+  max_recv_message_size = 16777216
+  max_send_message_size = 16777216
+
+[ttrpc]
+  address = "$SOCK.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$DIR/opt"
+
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$PAUSE_IMAGE"
+    # This machine lacks CAP_SYS_RESOURCE: never try to lower oom_score_adj.
+    restrict_oom_score_adj = true
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    systemd_cgroup = false
+    disable_hugetlb_controller = true
+    tolerate_missing_hugetlb_controller = true
+    stats_collect_period = 10
+
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      # No CNI: only host-network pods run (NetworkReady stays false).
+      bin_dir = "$DIR/cni/bin"
+      conf_dir = "$DIR/cni/net.d"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$RUNC_ROOT"
+EOF
+}
+
+# build_images builds the pause binary and both image tarballs under $DIR/images.
+build_images() {
+	local out="$DIR/images"
+	mkdir -p "$out"
+	if ! command -v go >/dev/null 2>&1; then
+		export PATH="$PATH:/usr/local/go/bin"
+	fi
+	(
+		cd "$REPO"
+		CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out/pause" ./hack/images/pause
+		go build -o "$out/mkimage" ./hack/mkimage
+	)
+	"$out/mkimage" -kind pause -bin "$out/pause" -name "$PAUSE_IMAGE" -out "$out/pause.tar"
+	"$out/mkimage" -kind busybox -bin "$(command -v busybox)" -name "$BUSYBOX_IMAGE" -out "$out/busybox.tar"
+}
+
+import_images() {
+	local have
+	have="$(ctr_ -n k8s.io images ls -q 2>/dev/null || true)"
+	if grep -qxF "$PAUSE_IMAGE" <<<"$have" && grep -qxF "$BUSYBOX_IMAGE" <<<"$have"; then
+		return 0
+	fi
+	build_images
+	ctr_ -n k8s.io images import "$DIR/images/pause.tar" >/dev/null
+	ctr_ -n k8s.io images import "$DIR/images/busybox.tar" >/dev/null
+	have="$(ctr_ -n k8s.io images ls -q)"
+	for img in "$PAUSE_IMAGE" "$BUSYBOX_IMAGE"; do
+		if ! grep -qxF "$img" <<<"$have"; then
+			log "image $img missing after import; have: $have"
+			return 1
+		fi
+	done
+}
+
+cmd_start() {
+	if running; then
+		log "containerd already running (pid $(cat "$PIDFILE"), socket $SOCK)"
+	else
+		for b in containerd ctr runc; do
+			command -v "$b" >/dev/null 2>&1 || { log "$b not found: run '$0 install' first"; return 1; }
+		done
+		if [ -e "$PIDFILE" ] || [ -S "$SOCK" ]; then
+			log "cleaning up a stale state dir"
+			cmd_stop
+		fi
+		mkdir -p "$DIR"
+		write_config
+		log "starting containerd (root $DIR, log $LOG)"
+		# setsid: containerd (and its shims) must not die with the caller's process group.
+		setsid containerd --config "$CONFIG" --root "$DIR/root" --state "$DIR/state" --address "$SOCK" \
+			</dev/null >>"$LOG" 2>&1 &
+		echo $! >"$PIDFILE"
+		local pid deadline
+		pid="$(cat "$PIDFILE")"
+		deadline=$((SECONDS + START_TIMEOUT))
+		until ctr_ version >/dev/null 2>&1; do
+			if ! kill -0 "$pid" 2>/dev/null; then
+				log "containerd exited during start-up; last log lines:"
+				tail -n 30 "$LOG" >&2
+				return 1
+			fi
+			if [ "$SECONDS" -ge "$deadline" ]; then
+				log "containerd did not answer on $SOCK within ${START_TIMEOUT}s; last log lines:"
+				tail -n 30 "$LOG" >&2
+				return 1
+			fi
+			sleep 0.2
+		done
+		# The CRI plugin loads after the socket answers and may fail on its own: check it.
+		if ! ctr_ plugins ls 2>/dev/null | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" && $NF == "ok" { found = 1 } END { exit !found }'; then
+			log "containerd's CRI plugin did not load; last log lines:"
+			grep -i 'error\|warn' "$LOG" | tail -n 20 >&2
+			return 1
+		fi
+		log "containerd is up (pid $pid)"
+	fi
+	import_images
+	env_lines >"$DIR/env"
+	env_lines
+}
+
+# kill_containers kills and deletes every task and container containerd knows, in every namespace.
+kill_containers() {
+	local ns id
+	for ns in $(ctr_ namespaces ls -q 2>/dev/null); do
+		for id in $(ctr_ -n "$ns" tasks ls -q 2>/dev/null); do
+			ctr_ -n "$ns" tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true
+		done
+		for id in $(ctr_ -n "$ns" tasks ls -q 2>/dev/null); do
+			local i
+			for i in $(seq 1 50); do
+				ctr_ -n "$ns" tasks delete -f "$id" >/dev/null 2>&1 && break
+				sleep 0.1
+			done
+		done
+		for id in $(ctr_ -n "$ns" containers ls -q 2>/dev/null); do
+			ctr_ -n "$ns" containers delete "$id" >/dev/null 2>&1 || true
+		done
+	done
+}
+
+# pids_using_socket lists processes (shims) whose command line names our socket.
+pids_using_socket() {
+	local p cmdline
+	for p in /proc/[0-9]*; do
+		cmdline="$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null || true)"
+		case "$cmdline" in
+		*containerd-shim*"$SOCK"*) echo "${p#/proc/}" ;;
+		esac
+	done
+}
+
+cmd_stop() {
+	if [ ! -d "$DIR" ]; then
+		log "nothing to stop ($DIR does not exist)"
+		return 0
+	fi
+	local pid=""
+	[ -f "$PIDFILE" ] && pid="$(cat "$PIDFILE" 2>/dev/null || true)"
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && ctr_ version >/dev/null 2>&1; then
+		kill_containers
+	fi
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		local i
+		for i in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	# Anything runc still knows (e.g. containerd died before it could kill them).
+	if [ -d "$RUNC_ROOT" ] && command -v runc >/dev/null 2>&1; then
+		local nsroot id
+		for nsroot in "$RUNC_ROOT"/*/; do
+			[ -d "$nsroot" ] || continue
+			for id in $(runc --root "$nsroot" list -q 2>/dev/null); do
+				runc --root "$nsroot" kill -a "$id" KILL >/dev/null 2>&1 || true
+				runc --root "$nsroot" delete -f "$id" >/dev/null 2>&1 || true
+			done
+		done
+	fi
+	local shim
+	for shim in $(pids_using_socket); do
+		kill -KILL "$shim" 2>/dev/null || true
+	done
+	# Unmount whatever is left under the state dir, deepest first.
+	local mnt
+	while read -r mnt; do
+		umount -l "$mnt" 2>/dev/null || umount -f "$mnt" 2>/dev/null || true
+	done < <(awk -v d="$DIR" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-)
+	rm -rf "$DIR" 2>/dev/null || {
+		sleep 0.5
+		rm -rf "$DIR"
+	}
+	log "stopped; removed $DIR"
+}
+
+case "${1:-}" in
+install) cmd_install ;;
+start) cmd_start ;;
+stop) cmd_stop ;;
+env) env_lines ;;
+*)
+	echo "usage: $0 install|start|stop|env" >&2
+	exit 2
+	;;
+esac
