@@ -2,8 +2,7 @@ package runtime
 
 // This file is the contract between the action engine (manager.go and friends)
 // and the spec -> CRI config translation (containerconfig.go, sandboxconfig.go,
-// env.go, auth.go, resources.go, securitycontext.go). The translation side owns
-// this file and replaces these stubs.
+// env.go, auth.go, resources.go, securitycontext.go, dns.go).
 
 import (
 	"context"
@@ -13,20 +12,40 @@ import (
 )
 
 // configBuilder turns pod specs into CRI configs. It does no CRI calls.
+// Every field but cfg is optional: the zero value of each gives the
+// documented default, so a configBuilder{cfg: &cfg} works.
 type configBuilder struct {
 	cfg *Config // defaults filled
+
+	// envSources fetches ConfigMaps and Secrets for env; nil: a container
+	// that refers to one fails with ErrCreateContainerConfig.
+	envSources EnvSourceGetter
+	// readFile reads the host resolv.conf; nil: a bounded os read.
+	readFile func(path string) ([]byte, error)
+	// machineMemory is the node's memory capacity in bytes for Burstable
+	// oom_score_adj; 0: Config.NodeAllocatable's memory, else 16 GiB.
+	machineMemory int64
+	// hostIPs gives the node's IPs for env fieldRef status.hostIP(s); nil
+	// or empty: the pod's status.hostIPs.
+	hostIPs func() []string
+	// seccompProfileRoot is where Localhost seccomp profiles live; "":
+	// /var/lib/kubelet/seccomp.
+	seccompProfileRoot string
+	// seccompDefault makes RuntimeDefault the seccomp profile of containers
+	// that name none (the kubelet's --seccomp-default); false: Unconfined.
+	seccompDefault bool
 }
 
 // sandboxConfig builds the PodSandboxConfig of a pod for the given attempt.
 // Errors wrap ErrInvalidPod (bad spec) and name the bad field.
 func (b *configBuilder) sandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
-	panic("not implemented")
+	return b.buildSandboxConfig(ctx, pod, attempt)
 }
 
 // runtimeHandler resolves spec.runtimeClassName to a CRI handler ("" = default).
 // An unknown class wraps ErrRuntimeClassNotFound.
 func (b *configBuilder) runtimeHandler(ctx context.Context, pod *v1.Pod) (string, error) {
-	panic("not implemented")
+	return b.resolveRuntimeHandler(ctx, pod)
 }
 
 // containerInput is what containerConfig needs besides the spec.
@@ -45,12 +64,12 @@ type containerInput struct {
 // wrap ErrCreateContainerConfig and say what is wrong (a missing env source,
 // a bad $(VAR), mounts that failed).
 func (b *configBuilder) containerConfig(ctx context.Context, in containerInput) (*runtimeapi.ContainerConfig, error) {
-	panic("not implemented")
+	return b.buildContainerConfig(ctx, in)
 }
 
 // pullAuths turns the pod's imagePullSecrets (already fetched, type
 // kubernetes.io/dockerconfigjson or dockercfg) into the CRI auths that match
 // the image's registry, most specific first. No match = nil, nil.
 func (b *configBuilder) pullAuths(image string, secrets []v1.Secret) ([]*runtimeapi.AuthConfig, error) {
-	panic("not implemented")
+	return matchPullAuths(image, secrets)
 }
