@@ -45,6 +45,13 @@ type Container struct {
 	Hash      uint64
 	State     ContainerState
 	CreatedAt int64
+	// Type is the container's LabelContainerType ("" for sandboxes and for
+	// containers made by other agents).
+	Type string
+	// GracePeriod is the pod's termination grace recorded on the container
+	// when it was created (AnnotationTerminationGrace), if any: the grace an
+	// orphaned container is stopped with.
+	GracePeriod *int64
 }
 
 // PodStatus is the runtime status of one pod: every container instance
@@ -81,6 +88,44 @@ type ContainerStatus struct {
 	Message      string
 	// Resources as the runtime reports them, if it does.
 	Resources *runtimeapi.ContainerResources
+	// Type is the container's LabelContainerType.
+	Type string
+	// GracePeriod is the termination grace recorded on the container, if any.
+	GracePeriod *int64
+	// LogPath is where the runtime writes the container's log, if known.
+	LogPath string
+}
+
+// RunningPod is the part of a pod status that KillPod needs: the containers
+// that are not exited (running, created or unknown) and every sandbox.
+func (s *PodStatus) RunningPod() *Pod {
+	if s == nil {
+		return nil
+	}
+	p := &Pod{ID: s.ID, Name: s.Name, Namespace: s.Namespace}
+	for _, cs := range s.ContainerStatuses {
+		if cs.State == ContainerStateExited {
+			continue
+		}
+		p.Containers = append(p.Containers, &Container{
+			ID: cs.ID, Name: cs.Name, Image: cs.Image, ImageID: cs.ImageID, ImageRef: cs.ImageRef,
+			Hash: cs.Hash, State: cs.State, CreatedAt: cs.CreatedAt.UnixNano(), Type: cs.Type, GracePeriod: cs.GracePeriod,
+		})
+	}
+	for i, sb := range s.SandboxStatuses {
+		if sb == nil {
+			continue
+		}
+		st := ContainerStateExited
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			st = ContainerStateRunning
+		}
+		p.Sandboxes = append(p.Sandboxes, &Container{ID: sb.GetId(), Name: sb.GetMetadata().GetName(), State: st, CreatedAt: sb.GetCreatedAt()})
+		if i == 0 {
+			p.CreatedAt = sb.GetCreatedAt()
+		}
+	}
+	return p
 }
 
 // FindContainerStatusByName returns the newest status of the named container, or nil.

@@ -1,0 +1,266 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// isNotFound: the CRI object does not exist (any more).
+func isNotFound(err error) bool { return err != nil && status.Code(err) == codes.NotFound }
+
+func containerState(s runtimeapi.ContainerState) ContainerState {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return ContainerStateCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return ContainerStateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return ContainerStateExited
+	}
+	return ContainerStateUnknown
+}
+
+func sandboxState(s runtimeapi.PodSandboxState) ContainerState {
+	if s == runtimeapi.PodSandboxState_SANDBOX_READY {
+		return ContainerStateRunning
+	}
+	return ContainerStateExited
+}
+
+// containerName is the container's name as its labels (or metadata) say.
+func containerName(labels map[string]string, md *runtimeapi.ContainerMetadata) string {
+	if n := labels[LabelContainerName]; n != "" {
+		return n
+	}
+	return md.GetName()
+}
+
+// GetPods lists the pods the runtime holds, grouped by the pod identity
+// labels; sandboxes and containers without LabelPodUID (other agents') are
+// ignored. all=false lists only ready sandboxes and running containers.
+// Pods come newest first (by newest sandbox), their containers and
+// sandboxes newest first.
+func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
+	var sbFilter *runtimeapi.PodSandboxFilter
+	var cFilter *runtimeapi.ContainerFilter
+	if !all {
+		sbFilter = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
+		cFilter = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	}
+	cctx, cancel := m.callCtx(ctx)
+	sandboxes, err := m.cfg.Runtime.ListPodSandbox(cctx, sbFilter)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list pod sandboxes: %w", err)
+	}
+	cctx, cancel = m.callCtx(ctx)
+	containers, err := m.cfg.Runtime.ListContainers(cctx, cFilter)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list containers: %w", err)
+	}
+
+	pods := make(map[types.UID]*Pod)
+	get := func(id podIdentity) *Pod {
+		p := pods[id.UID]
+		if p == nil {
+			p = &Pod{ID: id.UID, Name: id.Name, Namespace: id.Namespace}
+			pods[id.UID] = p
+		}
+		return p
+	}
+	for _, sb := range sandboxes {
+		if sb == nil {
+			continue
+		}
+		if !all && sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		id, ok := identityFromLabels(sb.GetLabels())
+		if !ok {
+			continue
+		}
+		p := get(id)
+		p.Sandboxes = append(p.Sandboxes, &Container{
+			ID: sb.GetId(), Name: sb.GetMetadata().GetName(), State: sandboxState(sb.GetState()), CreatedAt: sb.GetCreatedAt(),
+		})
+		if sb.GetCreatedAt() > p.CreatedAt {
+			p.CreatedAt = sb.GetCreatedAt()
+		}
+	}
+	for _, c := range containers {
+		if c == nil {
+			continue
+		}
+		if !all && c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		id, ok := identityFromLabels(c.GetLabels())
+		if !ok {
+			continue
+		}
+		info := containerInfoFromAnnotations(c.GetAnnotations())
+		p := get(id)
+		p.Containers = append(p.Containers, &Container{
+			ID:          c.GetId(),
+			Name:        containerName(c.GetLabels(), c.GetMetadata()),
+			Image:       c.GetImage().GetImage(),
+			ImageID:     c.GetImageId(),
+			ImageRef:    c.GetImageRef(),
+			Hash:        info.Hash,
+			State:       containerState(c.GetState()),
+			CreatedAt:   c.GetCreatedAt(),
+			Type:        c.GetLabels()[LabelContainerType],
+			GracePeriod: info.GracePeriod,
+		})
+	}
+	out := make([]*Pod, 0, len(pods))
+	newestFirst := func(a, b *Container) int {
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(a.ID, b.ID))
+	}
+	for _, p := range pods {
+		slices.SortFunc(p.Sandboxes, newestFirst)
+		slices.SortFunc(p.Containers, newestFirst)
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Pod) int {
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// GetPodStatus reads the runtime status of one pod: every sandbox and every
+// container instance carrying its UID, newest first. Objects that vanish
+// between the list and the status call are skipped. IPs come from the
+// newest ready sandbox.
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
+	ps := &PodStatus{ID: uid, Name: name, Namespace: namespace}
+	if uid == "" {
+		return ps, nil
+	}
+	sel := map[string]string{LabelPodUID: string(uid)}
+	cctx, cancel := m.callCtx(ctx)
+	sandboxes, err := m.cfg.Runtime.ListPodSandbox(cctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list sandboxes of pod %s: %w", uid, err)
+	}
+	for _, sb := range sandboxes {
+		if sb == nil || sb.GetLabels()[LabelPodUID] != string(uid) {
+			continue
+		}
+		cctx, cancel := m.callCtx(ctx)
+		resp, err := m.cfg.Runtime.PodSandboxStatus(cctx, sb.GetId(), false)
+		cancel()
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runtime: status of sandbox %s: %w", sb.GetId(), err)
+		}
+		if resp.GetStatus() == nil {
+			continue
+		}
+		ps.SandboxStatuses = append(ps.SandboxStatuses, resp.GetStatus())
+	}
+	slices.SortStableFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
+		return cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt())
+	})
+	for _, sb := range ps.SandboxStatuses {
+		if sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		if ip := sb.GetNetwork().GetIp(); ip != "" {
+			ps.IPs = append(ps.IPs, ip)
+			for _, extra := range sb.GetNetwork().GetAdditionalIps() {
+				if extra.GetIp() != "" {
+					ps.IPs = append(ps.IPs, extra.GetIp())
+				}
+			}
+		}
+		break
+	}
+
+	cctx, cancel = m.callCtx(ctx)
+	containers, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list containers of pod %s: %w", uid, err)
+	}
+	for _, c := range containers {
+		if c == nil || c.GetLabels()[LabelPodUID] != string(uid) {
+			continue
+		}
+		cctx, cancel := m.callCtx(ctx)
+		resp, err := m.cfg.Runtime.ContainerStatus(cctx, c.GetId(), false)
+		cancel()
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runtime: status of container %s: %w", c.GetId(), err)
+		}
+		s := resp.GetStatus()
+		if s == nil {
+			m.log.Debug("container status is empty", zap.String("container", c.GetId()))
+			continue
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, toContainerStatus(c, s))
+	}
+	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount))
+	})
+	return ps, nil
+}
+
+func nsTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+func toContainerStatus(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) *ContainerStatus {
+	labels := s.GetLabels()
+	if len(labels) == 0 {
+		labels = c.GetLabels()
+	}
+	annotations := s.GetAnnotations()
+	if len(annotations) == 0 {
+		annotations = c.GetAnnotations()
+	}
+	info := containerInfoFromAnnotations(annotations)
+	id := s.GetId()
+	if id == "" {
+		id = c.GetId()
+	}
+	return &ContainerStatus{
+		ID:           id,
+		Name:         containerName(labels, s.GetMetadata()),
+		State:        containerState(s.GetState()),
+		CreatedAt:    nsTime(s.GetCreatedAt()),
+		StartedAt:    nsTime(s.GetStartedAt()),
+		FinishedAt:   nsTime(s.GetFinishedAt()),
+		ExitCode:     s.GetExitCode(),
+		Image:        s.GetImage().GetImage(),
+		ImageID:      s.GetImageId(),
+		ImageRef:     s.GetImageRef(),
+		Hash:         info.Hash,
+		RestartCount: info.RestartCount,
+		Reason:       s.GetReason(),
+		Message:      s.GetMessage(),
+		Resources:    s.GetResources(),
+		Type:         labels[LabelContainerType],
+		GracePeriod:  info.GracePeriod,
+		LogPath:      s.GetLogPath(),
+	}
+}
