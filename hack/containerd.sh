@@ -55,7 +55,7 @@ cmd_install() {
 	log "installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq >/dev/null
-	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${need[@]}" >/dev/null
 	# The Debian package may start a system containerd; ours never uses it.
 }
 
@@ -268,6 +268,9 @@ cmd_stop() {
 			for id in $(runc --root "$nsroot" list -q 2>/dev/null); do
 				runc --root "$nsroot" kill -a "$id" KILL >/dev/null 2>&1 || true
 				runc --root "$nsroot" delete -f "$id" >/dev/null 2>&1 || true
+				# containerd 1.6 puts a shim's socket at /run/containerd/s/sha256(<address>/<ns>/<id>);
+				# a killed shim leaves it behind.
+				rm -f "/run/containerd/s/$(printf '%s' "$SOCK/$(basename "$nsroot")/$id" | sha256sum | cut -d' ' -f1)"
 			done
 		done
 	fi
