@@ -60,3 +60,40 @@ spec:
 	// <nil> 0
 	// true 0 false true
 }
+
+func ExamplePushHandler() {
+	out := make(chan podconfig.PodUpdate, 4)
+	h, err := podconfig.NewPushHandler(podconfig.PushConfig{NodeName: "edge-1", Out: out})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/pods/", http.StripPrefix("/pods", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/pods/", "application/yaml", strings.NewReader(`apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers: [{name: nginx, image: nginx}]
+`))
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	u := <-out
+	fmt.Println(resp.StatusCode, u.Op, u.Source, u.Pods[0].Name)
+
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/pods/default/web", nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	u = <-out
+	fmt.Println(resp.StatusCode, u.Op, len(u.Pods))
+	// Output:
+	// 200 SET push web-edge-1
+	// 200 SET 0
+}
