@@ -151,7 +151,9 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, spec *v1.Containe
 	start := m.cfg.Clock.Now()
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- m.runHook(hctx, pod, spec, id, podIPs, spec.Lifecycle.PreStop, time.Duration(grace)*time.Second) }()
+	go func() {
+		done <- m.runHook(hctx, pod, spec, id, podIPs, spec.Lifecycle.PreStop, time.Duration(grace)*time.Second)
+	}()
 	var err error
 	select {
 	case err = <-done:
@@ -175,9 +177,9 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, spec *v1.Containe
 // before them: every regular container and every sidecar started after it.
 type terminationOrdering struct {
 	clock clock.Clock
-	done map[string]chan struct{}
-	deps map[string][]chan struct{}
-	once map[string]*sync.Once
+	done  map[string]chan struct{}
+	deps  map[string][]chan struct{}
+	once  map[string]*sync.Once
 }
 
 func newTerminationOrdering(clk clock.Clock, pod *v1.Pod, victims []*Container) *terminationOrdering {
