@@ -28,6 +28,7 @@ type stubCRI struct {
 	pullErrs   []error          // consumed per PullImage call
 	execErr    error
 	stops      map[string]int64 // container id -> grace given
+	stopOrder  []string         // container names in StopContainer order
 }
 
 var writeMethods = map[string]bool{
@@ -187,6 +188,7 @@ func (s *stubCRI) StopContainer(ctx context.Context, id string, timeout int64) e
 		return notFound(id)
 	}
 	s.stops[id] = timeout
+	s.stopOrder = append(s.stopOrder, c.GetMetadata().GetName())
 	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.ExitCode = 137
 	c.FinishedAt = s.clock.Now().UnixNano()

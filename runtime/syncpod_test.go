@@ -344,15 +344,16 @@ func TestKillPodGraceAndOrder(t *testing.T) {
 		t.Fatalf("writes %v", w)
 	}
 	// The sidecar stops after the app container.
-	var stopped []string
 	cri.mu.Lock()
+	if !reflect.DeepEqual(cri.stopOrder, []string{"c0", "side"}) {
+		t.Errorf("stop order %v, want app before sidecar", cri.stopOrder)
+	}
 	for id, g := range cri.stops {
 		if g != 45 {
 			t.Errorf("grace of %s = %d, want 45", id, g)
 		}
 	}
 	cri.mu.Unlock()
-	_ = stopped
 	// Orphan: no spec, grace from the recorded annotation; override wins.
 	pods, _ = m.GetPods(context.Background(), true)
 	one := int64(0)
