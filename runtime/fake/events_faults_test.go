@@ -100,7 +100,9 @@ func TestEventsSlowReaderDoesNotBlock(t *testing.T) {
 	ch := make(chan *runtimeapi.ContainerEventResponse) // nobody reads
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- r.GetContainerEvents(ctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) { close(ready) }) }()
+	go func() {
+		done <- r.GetContainerEvents(ctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) { close(ready) })
+	}()
 	<-ready
 	for i := range 20 {
 		mustRun(t, r, podConfig("p"+string(rune('a'+i)), true, nil))
