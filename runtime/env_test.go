@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func mapLookup(m map[string]string) func(string) (string, bool) {
@@ -263,9 +263,9 @@ func TestCfgEnvResourceFieldRefs(t *testing.T) {
 			Limits:   rl("cpu", "1500m", "memory", "200Mi", "hugepages-2Mi", "4Mi"),
 		},
 		Env: []v1.EnvVar{
-			rf("CPU_LIM", "limits.cpu", "", ""),      // 1.5 cores rounds up to 2
-			rf("CPU_LIM_M", "limits.cpu", "1m", ""),  // 1500
-			rf("CPU_REQ", "requests.cpu", "", ""),    // 0.25 -> 1
+			rf("CPU_LIM", "limits.cpu", "", ""),     // 1.5 cores rounds up to 2
+			rf("CPU_LIM_M", "limits.cpu", "1m", ""), // 1500
+			rf("CPU_REQ", "requests.cpu", "", ""),   // 0.25 -> 1
 			rf("CPU_REQ_100M", "requests.cpu", "100m", ""),
 			rf("MEM_LIM", "limits.memory", "", ""),
 			rf("MEM_LIM_MI", "limits.memory", "1Mi", ""),
