@@ -67,6 +67,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 	podIPs := status.IPs
 	sandboxID := actions.SandboxID
 	var sandboxCfg *runtimeapi.PodSandboxConfig
+	if actions.CreateSandbox && m.neverPullBlocksStart(ctx, pod, actions, &res) {
+		return res
+	}
 	if actions.CreateSandbox {
 		var err error
 		sandboxCfg, err = m.builder.sandboxConfig(ctx, pod, actions.Attempt)
@@ -289,4 +292,43 @@ func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, res 
 	if res != nil {
 		res.add(StepResult{Action: ActionRemoveContainer, Target: cs.Name, Err: err, Message: cs.ID})
 	}
+}
+
+// neverPullBlocksStart reports whether nothing of this round could start
+// because every container to start has pull policy Never and its image is
+// absent. Then no sandbox is made (a sandbox nothing can run in is only
+// churn); each container gets its ErrImageNeverPull step and reason.
+func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions PodActions, res *SyncResult) bool {
+	var toStart []*v1.Container
+	for _, i := range actions.InitContainersToStart {
+		toStart = append(toStart, &pod.Spec.InitContainers[i])
+	}
+	if len(toStart) == 0 {
+		for _, i := range actions.ContainersToStart {
+			toStart = append(toStart, &pod.Spec.Containers[i])
+		}
+	}
+	if len(toStart) == 0 {
+		return false
+	}
+	var errs []error
+	for _, c := range toStart {
+		if pullPolicy(c) != v1.PullNever {
+			return false
+		}
+		image, _ := imageWithDefaultTag(c.Image)
+		cctx, cancel := m.callCtx(ctx)
+		resp, err := m.cfg.Images.ImageStatus(cctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}, false)
+		cancel()
+		if err != nil || resp.GetImage() != nil {
+			return false // present, or unknown: let the normal path decide
+		}
+		errs = append(errs, fmt.Errorf("%w: container image %q is not present with pull policy of Never", ErrImageNeverPull, image))
+	}
+	for i, c := range toStart {
+		step := StepResult{Action: ActionStartContainer, Target: c.Name, Err: errs[i], Reason: ReasonErrImageNeverPull, Message: errs[i].Error()}
+		res.add(step)
+		m.reasons.set(pod.UID, c.Name, step.Reason, step.Message)
+	}
+	return true
 }
