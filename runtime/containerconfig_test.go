@@ -218,3 +218,20 @@ func TestCfgContainerConfigWeirdInput(t *testing.T) {
 		t.Errorf("sidecar: %v %v", err, cfg)
 	}
 }
+
+func BenchmarkCfgContainerConfig(b *testing.B) {
+	c := v1.Container{
+		Name: "app", Image: "nginx", Command: []string{"sh", "-c", "echo $(A) $(B)"},
+		Env:       []v1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-2"}, {Name: "N", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+		Resources: v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi"), Limits: rl("cpu", "1", "memory", "128Mi")},
+	}
+	pod := envPod(c)
+	cb := &configBuilder{cfg: &Config{}}
+	in := containerInput{Pod: pod, Container: &pod.Spec.Containers[0], ContainerType: ContainerTypeRegular, ImageRef: "sha256:1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cb.containerConfig(b.Context(), in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -109,7 +109,8 @@ func (b *configBuilder) buildSandboxConfig(ctx context.Context, pod *v1.Pod, att
 	}
 	dns, err := b.podDNS(pod)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dns: %w", ErrInvalidPod, err)
+		// Reading the host resolv.conf failed: an agent problem, not a bad spec.
+		return nil, fmt.Errorf("pod %s/%s: dns: %w", pod.Namespace, pod.Name, err)
 	}
 	cfg.DnsConfig = dns
 	if !pod.Spec.HostNetwork {
