@@ -1,0 +1,295 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Defaults of EventedConfig.
+const (
+	DefaultEventedRelistPeriod    = 300 * time.Second
+	DefaultEventedRelistThreshold = 10 * time.Minute
+	DefaultMaxStreamRetries       = 5
+	DefaultCacheUpdatePeriod      = 5 * time.Second
+)
+
+// EventSource is the CRI container event stream (cri-api's
+// RuntimeService.GetContainerEvents; runtime/remote's client offers it).
+type EventSource interface {
+	GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, connectionEstablishedCallback func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
+}
+
+// EventedConfig configures an EventedPLEG.
+type EventedConfig struct {
+	// Config is the GenericPLEG's configuration. Its RelistPeriod and
+	// RelistThreshold (default 1s and 3m) apply after a fall-back to
+	// relisting; while events flow the relist runs at EventedRelistPeriod.
+	Config
+	// Events is the CRI event stream. Required.
+	Events EventSource
+	// EventedRelistPeriod and EventedRelistThreshold are the relist period
+	// and health threshold while events flow (default 300s and 10m).
+	EventedRelistPeriod    time.Duration
+	EventedRelistThreshold time.Duration
+	// MaxStreamRetries is how many times the stream may fail before the PLEG
+	// falls back to relisting (default 5). Unimplemented falls back at once.
+	MaxStreamRetries int
+	// CacheUpdatePeriod is how often the cache's global time is advanced
+	// while events flow, so that no GetNewerThan waits forever on a lost
+	// event (default 5s).
+	CacheUpdatePeriod time.Duration
+}
+
+// EventedPLEG follows the runtime's container events and keeps a GenericPLEG
+// relisting rarely as a safety net. If the event stream is unimplemented (as
+// on containerd 1.6) or keeps failing, it falls back to the GenericPLEG
+// relisting at its normal period. Create it with NewEvented.
+type EventedPLEG struct {
+	generic           *GenericPLEG
+	rt                Runtime
+	src               EventSource
+	log               *zap.Logger
+	fallbackPeriod    time.Duration
+	fallbackThreshold time.Duration
+	maxRetries        int
+	cacheUpdate       time.Duration
+	running           atomic.Bool
+	inUse             atomic.Bool
+}
+
+// NewEvented validates cfg, fills defaults and returns an EventedPLEG. It
+// starts nothing.
+func NewEvented(cfg EventedConfig) (*EventedPLEG, error) {
+	if cfg.Events == nil {
+		return nil, fmt.Errorf("%w: Events is required", ErrInvalidConfig)
+	}
+	for _, f := range []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"RelistPeriod", &cfg.RelistPeriod, DefaultRelistPeriod},
+		{"RelistThreshold", &cfg.RelistThreshold, DefaultRelistThreshold},
+		{"EventedRelistPeriod", &cfg.EventedRelistPeriod, DefaultEventedRelistPeriod},
+		{"EventedRelistThreshold", &cfg.EventedRelistThreshold, DefaultEventedRelistThreshold},
+		{"CacheUpdatePeriod", &cfg.CacheUpdatePeriod, DefaultCacheUpdatePeriod},
+	} {
+		if *f.d < 0 {
+			return nil, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.d)
+		}
+		if *f.d == 0 {
+			*f.d = f.def
+		}
+	}
+	if cfg.RelistThreshold <= cfg.RelistPeriod {
+		return nil, fmt.Errorf("%w: RelistThreshold %v must exceed RelistPeriod %v", ErrInvalidConfig, cfg.RelistThreshold, cfg.RelistPeriod)
+	}
+	if cfg.EventedRelistThreshold <= cfg.EventedRelistPeriod {
+		return nil, fmt.Errorf("%w: EventedRelistThreshold %v must exceed EventedRelistPeriod %v", ErrInvalidConfig, cfg.EventedRelistThreshold, cfg.EventedRelistPeriod)
+	}
+	if cfg.MaxStreamRetries < 0 {
+		return nil, fmt.Errorf("%w: MaxStreamRetries %d is negative", ErrInvalidConfig, cfg.MaxStreamRetries)
+	}
+	if cfg.MaxStreamRetries == 0 {
+		cfg.MaxStreamRetries = DefaultMaxStreamRetries
+	}
+	gcfg := cfg.Config
+	gcfg.RelistPeriod, gcfg.RelistThreshold = cfg.EventedRelistPeriod, cfg.EventedRelistThreshold
+	g, err := New(gcfg)
+	if err != nil {
+		return nil, err
+	}
+	return &EventedPLEG{
+		generic:           g,
+		rt:                cfg.Runtime,
+		src:               cfg.Events,
+		log:               g.log.Named("evented"),
+		fallbackPeriod:    cfg.RelistPeriod,
+		fallbackThreshold: cfg.RelistThreshold,
+		maxRetries:        cfg.MaxStreamRetries,
+		cacheUpdate:       cfg.CacheUpdatePeriod,
+	}, nil
+}
+
+// Generic returns the GenericPLEG that relists underneath.
+func (e *EventedPLEG) Generic() *GenericPLEG { return e.generic }
+
+// Watch returns the channel events are sent on (shared with Generic()).
+func (e *EventedPLEG) Watch() <-chan *PodLifecycleEvent { return e.generic.Watch() }
+
+// Cache returns the cache the PLEG writes to.
+func (e *EventedPLEG) Cache() *Cache { return e.generic.Cache() }
+
+// InUse reports whether container events are being followed (false before
+// Run and after a fall-back to relisting).
+func (e *EventedPLEG) InUse() bool { return e.inUse.Load() }
+
+// RequestReinspect is GenericPLEG.RequestReinspect.
+func (e *EventedPLEG) RequestReinspect(uid types.UID) { e.generic.RequestReinspect(uid) }
+
+// RequestRelist is GenericPLEG.RequestRelist.
+func (e *EventedPLEG) RequestRelist(uid types.UID) { e.generic.RequestRelist(uid) }
+
+// Relist is GenericPLEG.Relist.
+func (e *EventedPLEG) Relist(ctx context.Context) error { return e.generic.Relist(ctx) }
+
+// Healthy reports false when the event channel is full while events are
+// followed, and otherwise what the GenericPLEG's Healthy reports (with the
+// long threshold while events flow, the normal one after a fall-back).
+func (e *EventedPLEG) Healthy() (bool, error) {
+	if e.inUse.Load() {
+		if n := len(e.generic.events); n == cap(e.generic.events) {
+			return false, fmt.Errorf("%w: event channel is full (%d events)", ErrNotHealthy, n)
+		}
+	}
+	return e.generic.Healthy()
+}
+
+// Run follows the runtime's container events and runs the GenericPLEG at the
+// long period; on fall-back it keeps only the GenericPLEG, at its normal
+// period. It returns nil when ctx ends and all its goroutines have exited,
+// ErrAlreadyRunning if another Run is in progress.
+func (e *EventedPLEG) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer e.running.Store(false)
+	e.inUse.Store(true)
+	e.generic.evented.Store(true)
+	defer e.stopUsingEvents()
+
+	var wg sync.WaitGroup
+	genericErr := make(chan error, 1)
+	wg.Go(func() { genericErr <- e.generic.Run(ctx) })
+
+	streamCtx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	ch := make(chan *runtimeapi.ContainerEventResponse, cap(e.generic.events))
+	wg.Go(func() {
+		defer stopStream()
+		e.stream(streamCtx, ch)
+	})
+	wg.Go(func() { e.process(streamCtx, ch) })
+	wg.Wait()
+	return <-genericErr
+}
+
+func (e *EventedPLEG) stopUsingEvents() {
+	e.inUse.Store(false)
+	e.generic.evented.Store(false)
+}
+
+// stream (re)opens the event stream until ctx ends or it gives up and falls
+// back to relisting.
+func (e *EventedPLEG) stream(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse) {
+	for attempts := 1; ; attempts++ {
+		err := e.src.GetContainerEvents(ctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
+			e.log.Info("following container events")
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if status.Code(err) == codes.Unimplemented {
+			e.fallBack("the runtime does not implement GetContainerEvents", err)
+			return
+		}
+		if err == nil {
+			err = errors.New("event stream ended")
+		}
+		if attempts >= e.maxRetries {
+			e.fallBack(fmt.Sprintf("the event stream failed %d times", attempts), err)
+			return
+		}
+		e.log.Warn("container event stream failed; relisting and retrying", zap.Int("attempt", attempts), zap.Error(err))
+		// Catch up on whatever the broken stream lost.
+		e.generic.globalRelist(ctx)
+	}
+}
+
+func (e *EventedPLEG) fallBack(why string, err error) {
+	e.log.Warn("falling back to relisting: "+why, zap.Duration("relistPeriod", e.fallbackPeriod), zap.Error(err))
+	e.stopUsingEvents()
+	e.generic.SetRelistPeriod(e.fallbackPeriod, e.fallbackThreshold)
+}
+
+// process handles events until ctx ends, and advances the cache's global
+// time every CacheUpdatePeriod.
+func (e *EventedPLEG) process(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse) {
+	t := e.generic.clock.NewTicker(e.cacheUpdate)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			e.generic.cache.UpdateTime(e.generic.clock.Now())
+		case ev := <-ch:
+			if err := e.HandleEvent(ctx, ev); err != nil && ctx.Err() == nil {
+				e.log.Info("cannot handle container event; the pod will be reinspected", zap.Error(err))
+			}
+		}
+	}
+}
+
+// HandleEvent applies one CRI container event: it reads the pod's status,
+// stores it in the cache (stamped with the event's time; deleted if the pod
+// has nothing left) and sends ContainerStarted for a start, ContainerDied for
+// a stop, ContainerDied and ContainerRemoved for a deletion, nothing for a
+// creation. Events older than the cached status send nothing. An event
+// without a sandbox status is ignored. If the status cannot be read the pod
+// is flagged for reinspection and the error (wrapping ErrRelist) returned.
+func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerEventResponse) error {
+	md := ev.GetPodSandboxStatus().GetMetadata()
+	if md == nil {
+		e.log.Warn("ignoring container event without a sandbox status", zap.String("container", ev.GetContainerId()))
+		return nil
+	}
+	uid := types.UID(md.GetUid())
+	ts := time.Unix(0, ev.GetCreatedAt())
+	st, err := e.rt.GetPodStatus(ctx, uid, md.GetName(), md.GetNamespace())
+	if err != nil {
+		e.generic.RequestReinspect(uid)
+		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
+	}
+	if st == nil {
+		st = &runtime.PodStatus{ID: uid, Name: md.GetName(), Namespace: md.GetNamespace()}
+	}
+	if st.TimeStamp.IsZero() {
+		st.TimeStamp = ts
+	}
+	st.IPs = e.generic.keepIPs(uid, st)
+	id := ev.GetContainerId()
+	cache := e.generic.cache
+	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		if len(st.ContainerStatuses) == 0 && len(st.SandboxStatuses) == 0 {
+			cache.Delete(uid)
+		} else {
+			cache.Set(uid, st, nil, ts)
+		}
+		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerDied, Data: id})
+		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerRemoved, Data: id})
+		return nil
+	}
+	if !cache.Set(uid, st, nil, ts) {
+		return nil
+	}
+	switch ev.GetContainerEventType() {
+	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
+		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerStarted, Data: id})
+	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
+		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerDied, Data: id})
+	}
+	return nil
+}

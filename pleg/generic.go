@@ -1,0 +1,672 @@
+package pleg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Defaults of Config.
+const (
+	DefaultRelistPeriod        = time.Second
+	DefaultRelistThreshold     = 3 * time.Minute
+	DefaultChannelCapacity     = 1000
+	DefaultRelistQueueCapacity = 200
+)
+
+// Config configures a GenericPLEG. Only Runtime is required.
+type Config struct {
+	// Runtime lists pods and reads pod statuses. Required.
+	Runtime Runtime
+	// Cache receives the pod statuses; nil creates one (see Cache()).
+	Cache *Cache
+	// RelistPeriod is the pause between the end of one relist and the start
+	// of the next (default 1s).
+	RelistPeriod time.Duration
+	// RelistThreshold is how old the last successful relist may be before
+	// Healthy reports false (default 3m). Must exceed RelistPeriod.
+	RelistThreshold time.Duration
+	// ChannelCapacity is the capacity of the Watch channel (default 1000).
+	ChannelCapacity int
+	// RelistQueueCapacity bounds the queue of RequestRelist calls (default 200).
+	RelistQueueCapacity int
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// Logger defaults to zap.NewNop(); it is named "pleg".
+	Logger *zap.Logger
+	// Registerer, if not nil, receives the PLEG metrics.
+	Registerer prometheus.Registerer
+}
+
+// GenericPLEG turns periodic listings of the runtime into pod lifecycle
+// events and keeps a Cache of pod statuses up to date. Create it with New.
+//
+// Relist, RelistPod, RequestReinspect, RequestRelist, Healthy and Watch are
+// safe for concurrent use; relists are serialised.
+type GenericPLEG struct {
+	rt       Runtime
+	cache    *Cache
+	clock    clock.WithTicker
+	log      *zap.Logger
+	metrics  *metrics
+	events   chan *PodLifecycleEvent
+	requests chan relistRequest
+	kick     chan struct{} // a relist is wanted at once (SetRelistPeriod)
+	running  atomic.Bool
+	dropped  atomic.Uint64
+	// evented is set while an EventedPLEG feeds the cache: statuses are
+	// then stored with their own time stamps and events are only sent when
+	// the cache took the status.
+	evented atomic.Bool
+
+	mu         sync.Mutex // guards the fields below
+	period     time.Duration
+	threshold  time.Duration
+	lastRelist time.Time
+	reinspect  map[types.UID]struct{}
+
+	relistMu sync.Mutex // serialises relists; guards the fields below
+	records  map[types.UID]*podRecord
+	// reinspectNow holds the reinspect flags taken for the running relist.
+	reinspectNow map[types.UID]struct{}
+	pending      []pendingEvent // scratch, reused between pods and relists
+}
+
+// podRecord is the last pod state events were computed against (old) and the
+// state seen by the running relist (current, nil if the pod is gone).
+type podRecord struct {
+	old, current *runtime.Pod
+}
+
+type pendingEvent struct {
+	typ EventType
+	id  string
+}
+
+type relistRequest struct {
+	uid types.UID
+	at  time.Time
+}
+
+// New validates cfg, fills defaults and returns a GenericPLEG. It starts
+// nothing.
+func New(cfg Config) (*GenericPLEG, error) {
+	if cfg.Runtime == nil {
+		return nil, fmt.Errorf("%w: Runtime is required", ErrInvalidConfig)
+	}
+	if cfg.RelistPeriod < 0 {
+		return nil, fmt.Errorf("%w: RelistPeriod %v is negative", ErrInvalidConfig, cfg.RelistPeriod)
+	}
+	if cfg.RelistThreshold < 0 {
+		return nil, fmt.Errorf("%w: RelistThreshold %v is negative", ErrInvalidConfig, cfg.RelistThreshold)
+	}
+	if cfg.ChannelCapacity < 0 {
+		return nil, fmt.Errorf("%w: ChannelCapacity %d is negative", ErrInvalidConfig, cfg.ChannelCapacity)
+	}
+	if cfg.RelistQueueCapacity < 0 {
+		return nil, fmt.Errorf("%w: RelistQueueCapacity %d is negative", ErrInvalidConfig, cfg.RelistQueueCapacity)
+	}
+	if cfg.RelistPeriod == 0 {
+		cfg.RelistPeriod = DefaultRelistPeriod
+	}
+	if cfg.RelistThreshold == 0 {
+		cfg.RelistThreshold = DefaultRelistThreshold
+	}
+	if cfg.RelistThreshold <= cfg.RelistPeriod {
+		return nil, fmt.Errorf("%w: RelistThreshold %v must exceed RelistPeriod %v", ErrInvalidConfig, cfg.RelistThreshold, cfg.RelistPeriod)
+	}
+	if cfg.ChannelCapacity == 0 {
+		cfg.ChannelCapacity = DefaultChannelCapacity
+	}
+	if cfg.RelistQueueCapacity == 0 {
+		cfg.RelistQueueCapacity = DefaultRelistQueueCapacity
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Cache == nil {
+		cfg.Cache = NewCache(cfg.Clock)
+	}
+	g := &GenericPLEG{
+		rt:           cfg.Runtime,
+		cache:        cfg.Cache,
+		clock:        cfg.Clock,
+		log:          cfg.Logger.Named("pleg"),
+		events:       make(chan *PodLifecycleEvent, cfg.ChannelCapacity),
+		requests:     make(chan relistRequest, cfg.RelistQueueCapacity),
+		kick:         make(chan struct{}, 1),
+		period:       cfg.RelistPeriod,
+		threshold:    cfg.RelistThreshold,
+		reinspect:    make(map[types.UID]struct{}),
+		records:      make(map[types.UID]*podRecord),
+		reinspectNow: make(map[types.UID]struct{}),
+	}
+	if cfg.Registerer != nil {
+		m, err := newMetrics(cfg.Registerer)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+		}
+		g.metrics = m
+	}
+	return g, nil
+}
+
+// Watch returns the channel events are sent on. It is never closed. Events
+// that don't fit are dropped (see DroppedEvents); the next relists re-detect
+// nothing of them, so the consumer should also sync pods periodically.
+func (g *GenericPLEG) Watch() <-chan *PodLifecycleEvent { return g.events }
+
+// Cache returns the cache the PLEG writes to.
+func (g *GenericPLEG) Cache() *Cache { return g.cache }
+
+// DroppedEvents returns how many events were dropped because the Watch
+// channel was full.
+func (g *GenericPLEG) DroppedEvents() uint64 { return g.dropped.Load() }
+
+// LastRelist returns the start time of the last successful global relist
+// (zero if none).
+func (g *GenericPLEG) LastRelist() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lastRelist
+}
+
+// Healthy reports whether a global relist succeeded, and the last one started
+// no longer than RelistThreshold ago. The error, wrapping ErrNotHealthy,
+// says why not.
+func (g *GenericPLEG) Healthy() (bool, error) {
+	g.mu.Lock()
+	last, threshold := g.lastRelist, g.threshold
+	g.mu.Unlock()
+	if last.IsZero() {
+		return false, fmt.Errorf("%w: no relist has succeeded yet", ErrNotHealthy)
+	}
+	if g.metrics != nil {
+		g.metrics.lastSeen.Set(float64(last.Unix()))
+	}
+	if since := g.clock.Since(last); since > threshold {
+		return false, fmt.Errorf("%w: last relist was %v ago; threshold is %v", ErrNotHealthy, since, threshold)
+	}
+	return true, nil
+}
+
+// SetRelistPeriod changes the relist period and health threshold. A running
+// Run relists at once and then keeps the new period (this is how an
+// EventedPLEG falls back to frequent relisting). Bad values are ignored.
+func (g *GenericPLEG) SetRelistPeriod(period, threshold time.Duration) {
+	if period <= 0 || threshold <= period {
+		g.log.Warn("ignoring bad relist period", zap.Duration("period", period), zap.Duration("threshold", threshold))
+		return
+	}
+	g.mu.Lock()
+	g.period, g.threshold = period, threshold
+	g.mu.Unlock()
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (g *GenericPLEG) relistPeriod() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.period
+}
+
+// RequestReinspect makes the next relist read the pod's status and send a
+// PodSync for it even if none of its containers changed.
+func (g *GenericPLEG) RequestReinspect(uid types.UID) {
+	g.mu.Lock()
+	g.reinspect[uid] = struct{}{}
+	g.mu.Unlock()
+}
+
+// RequestRelist queues an on-demand relist of one pod, served by Run. The
+// request is skipped if a global relist starts after it was made (that
+// relist covered it). It never blocks: a full queue drops the request.
+func (g *GenericPLEG) RequestRelist(uid types.UID) {
+	select {
+	case g.requests <- relistRequest{uid: uid, at: g.clock.Now()}:
+	default:
+		g.log.Warn("relist request queue is full; dropping request", zap.String("pod", string(uid)))
+	}
+}
+
+// Run relists at once, then again RelistPeriod after each relist ends, and
+// serves RequestRelist in between (a due global relist goes first). Relist
+// errors are logged and retried at the next period. It returns nil when ctx
+// ends, ErrAlreadyRunning if another Run is in progress.
+func (g *GenericPLEG) Run(ctx context.Context) error {
+	if !g.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer g.running.Store(false)
+
+	g.globalRelist(ctx)
+	timer := g.clock.NewTimer(g.relistPeriod())
+	defer timer.Stop()
+	relist := func() {
+		g.globalRelist(ctx)
+		timer.Reset(g.relistPeriod())
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		// A due global relist goes before queued single-pod requests.
+		select {
+		case <-timer.C():
+			relist()
+			continue
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C():
+			relist()
+		case <-g.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C():
+				default:
+				}
+			}
+			relist()
+		case req := <-g.requests:
+			select {
+			case <-timer.C():
+				relist() // due too: it goes first and may cover req
+			default:
+			}
+			g.serve(ctx, req)
+		}
+	}
+}
+
+// serve runs an on-demand relist request unless a global relist started
+// after it was made. It reports whether it ran.
+func (g *GenericPLEG) serve(ctx context.Context, req relistRequest) bool {
+	if !req.at.After(g.LastRelist()) {
+		return false
+	}
+	if err := g.RelistPod(ctx, req.uid); err != nil && ctx.Err() == nil {
+		g.log.Info("on-demand relist failed; the next relist retries", zap.String("pod", string(req.uid)), zap.Error(err))
+	}
+	return true
+}
+
+func (g *GenericPLEG) globalRelist(ctx context.Context) {
+	if err := g.Relist(ctx); err != nil && ctx.Err() == nil {
+		g.log.Error("relist failed", zap.Error(err))
+	}
+}
+
+// Relist lists every pod from the runtime once, compares each container and
+// sandbox with the previous listing, refreshes the cache for the pods that
+// changed (or were flagged for reinspection) and sends their events. If the
+// listing fails nothing changes and the error (wrapping ErrRelist) is
+// returned; failures to read one pod's status are stored in the cache and
+// retried by the next relist.
+func (g *GenericPLEG) Relist(ctx context.Context) error {
+	g.relistMu.Lock()
+	defer g.relistMu.Unlock()
+
+	start := g.clock.Now()
+	if g.metrics != nil {
+		if last := g.LastRelist(); !last.IsZero() {
+			g.metrics.interval.Observe(start.Sub(last).Seconds())
+		}
+		defer func() { g.metrics.duration.Observe(g.clock.Since(start).Seconds()) }()
+	}
+
+	pods, err := g.rt.GetPods(ctx, true)
+	if err != nil {
+		return fmt.Errorf("%w: list pods: %w", ErrRelist, err)
+	}
+	g.mu.Lock()
+	g.lastRelist = start
+	for uid := range g.reinspect {
+		g.reinspectNow[uid] = struct{}{}
+	}
+	clear(g.reinspect)
+	g.mu.Unlock()
+
+	for _, r := range g.records {
+		r.current = nil
+	}
+	for _, p := range pods {
+		if p == nil {
+			continue
+		}
+		if r := g.records[p.ID]; r != nil {
+			r.current = p
+		} else {
+			g.records[p.ID] = &podRecord{current: p}
+		}
+	}
+	for uid, r := range g.records {
+		_, reinspect := g.reinspectNow[uid]
+		if reinspect {
+			delete(g.reinspectNow, uid)
+		}
+		g.reconcile(ctx, uid, r, start, nil, reinspect)
+	}
+	if len(g.reinspectNow) > 0 {
+		// Flags of pods the runtime doesn't list wait for them to appear.
+		g.mu.Lock()
+		for uid := range g.reinspectNow {
+			g.reinspect[uid] = struct{}{}
+		}
+		g.mu.Unlock()
+		clear(g.reinspectNow)
+	}
+	// Only now is every record at least as new as start.
+	g.cache.UpdateTime(start)
+	return nil
+}
+
+// RelistPod relists one pod: it reads the pod's status, compares it with the
+// last listing, refreshes the cache and sends events as Relist would for that
+// pod, and marks the pod's record observed. Errors (wrapping ErrRelist) leave
+// everything as it was; the next global relist covers the pod.
+func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
+	g.relistMu.Lock()
+	defer g.relistMu.Unlock()
+
+	start := g.clock.Now()
+	var name, namespace string
+	r := g.records[uid]
+	if r != nil && r.old != nil {
+		name, namespace = r.old.Name, r.old.Namespace
+	}
+	status, err := g.rt.GetPodStatus(ctx, uid, name, namespace)
+	if err != nil {
+		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
+	}
+	cur := podFromStatus(uid, status)
+	if r == nil {
+		if cur == nil {
+			g.cache.SetObservedTime(uid, start)
+			return nil
+		}
+		r = &podRecord{}
+		g.records[uid] = r
+	}
+	r.current = cur
+	g.mu.Lock()
+	_, reinspect := g.reinspect[uid]
+	delete(g.reinspect, uid)
+	g.mu.Unlock()
+	if cur == nil {
+		status = nil // the pod is gone: reconcile deletes its record
+	}
+	g.reconcile(ctx, uid, r, start, status, reinspect)
+	g.cache.SetObservedTime(uid, start)
+	return nil
+}
+
+// reconcile computes the events of one pod from r.old to r.current and, if
+// there are any or reinspect is set, refreshes the cache (with status if
+// given, else by asking the runtime) and sends them. Called with relistMu.
+func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord, ts time.Time, status *runtime.PodStatus, reinspect bool) {
+	g.pending = appendPodEvents(g.pending[:0], r.old, r.current)
+	if len(g.pending) == 0 && !reinspect {
+		if r.current == nil {
+			delete(g.records, uid)
+			g.cache.Delete(uid)
+		} else {
+			r.old = r.current
+		}
+		return
+	}
+
+	updated := true
+	if r.current == nil {
+		g.log.Debug("pod is gone; deleting its status", zap.String("pod", string(uid)))
+		g.cache.Delete(uid)
+	} else {
+		if status == nil {
+			var err error
+			status, err = g.rt.GetPodStatus(ctx, uid, r.current.Name, r.current.Namespace)
+			if err != nil {
+				g.log.Info("cannot read pod status; will retry at the next relist",
+					zap.String("pod", r.current.Namespace+"/"+r.current.Name), zap.String("uid", string(uid)), zap.Error(err))
+				g.cache.Set(uid, status, err, ts)
+				g.RequestReinspect(uid)
+				return // the record stays old: the same events come again
+			}
+			if status == nil {
+				status = &runtime.PodStatus{ID: uid, Name: r.current.Name, Namespace: r.current.Namespace}
+			}
+		}
+		if status.TimeStamp.IsZero() {
+			status.TimeStamp = ts
+		}
+		status.IPs = g.keepIPs(uid, status)
+		stamp := ts
+		if g.evented.Load() {
+			stamp = status.TimeStamp
+		}
+		updated = g.cache.Set(uid, status, nil, stamp)
+	}
+	if !updated && g.evented.Load() {
+		return // the cache holds newer data from events; try again next time
+	}
+
+	if r.current == nil {
+		delete(g.records, uid)
+	} else {
+		r.old = r.current
+	}
+	if len(g.pending) == 0 {
+		g.send(&PodLifecycleEvent{ID: uid, Type: PodSync})
+		return
+	}
+	for _, e := range g.pending {
+		if e.typ == ContainerChanged {
+			continue // not reliable; nobody uses it (as in the kubelet)
+		}
+		if e.typ == ContainerDied && status != nil && g.log.Core().Enabled(zap.DebugLevel) {
+			for _, cs := range status.ContainerStatuses {
+				if cs != nil && cs.ID == e.id {
+					g.log.Debug("container finished", zap.String("pod", string(uid)), zap.String("container", e.id), zap.Int32("exitCode", cs.ExitCode))
+				}
+			}
+		}
+		g.send(&PodLifecycleEvent{ID: uid, Type: e.typ, Data: e.id})
+	}
+}
+
+func (g *GenericPLEG) send(e *PodLifecycleEvent) {
+	select {
+	case g.events <- e:
+	default:
+		g.dropped.Add(1)
+		if g.metrics != nil {
+			g.metrics.discarded.Inc()
+		}
+		g.log.Error("event channel is full; dropping event", zap.String("pod", string(e.ID)), zap.String("type", string(e.Type)))
+	}
+}
+
+// keepIPs returns the IPs to store for a pod: the new ones, or, if there are
+// none and no sandbox is ready (the pod was torn down), the cached ones, so a
+// finished pod keeps reporting its IP.
+func (g *GenericPLEG) keepIPs(uid types.UID, status *runtime.PodStatus) []string {
+	if len(status.IPs) > 0 {
+		return status.IPs
+	}
+	old, err := g.cache.Get(uid)
+	if err != nil || old == nil || len(old.IPs) == 0 {
+		return status.IPs
+	}
+	for _, sb := range status.SandboxStatuses {
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return status.IPs
+		}
+	}
+	return old.IPs
+}
+
+// plegState is a container state as event generation sees it.
+type plegState uint8
+
+const (
+	stateNonExistent plegState = iota
+	stateUnknown               // created, unknown or anything unrecognised
+	stateRunning
+	stateExited
+)
+
+func toPLEGState(s runtime.ContainerState) plegState {
+	switch s {
+	case runtime.ContainerStateRunning:
+		return stateRunning
+	case runtime.ContainerStateExited:
+		return stateExited
+	}
+	return stateUnknown
+}
+
+// stateIn returns the state of the container or sandbox id in p.
+func stateIn(p *runtime.Pod, id string) plegState {
+	if p == nil {
+		return stateNonExistent
+	}
+	for _, c := range p.Containers {
+		if c != nil && c.ID == id {
+			return toPLEGState(c.State)
+		}
+	}
+	for _, c := range p.Sandboxes {
+		if c != nil && c.ID == id {
+			return toPLEGState(c.State)
+		}
+	}
+	return stateNonExistent
+}
+
+// appendPodEvents appends the events of every container and sandbox of old
+// and cur (old ones first). It allocates nothing when dst has room.
+func appendPodEvents(dst []pendingEvent, old, cur *runtime.Pod) []pendingEvent {
+	if old != nil {
+		for _, list := range [2][]*runtime.Container{old.Containers, old.Sandboxes} {
+			for _, c := range list {
+				if c != nil {
+					dst = appendTransition(dst, c.ID, toPLEGState(c.State), stateIn(cur, c.ID))
+				}
+			}
+		}
+	}
+	if cur != nil {
+		for _, list := range [2][]*runtime.Container{cur.Containers, cur.Sandboxes} {
+			for _, c := range list {
+				if c != nil && stateIn(old, c.ID) == stateNonExistent {
+					dst = appendTransition(dst, c.ID, stateNonExistent, toPLEGState(c.State))
+				}
+			}
+		}
+	}
+	return dst
+}
+
+func appendTransition(dst []pendingEvent, id string, from, to plegState) []pendingEvent {
+	if from == to {
+		return dst
+	}
+	switch to {
+	case stateRunning:
+		return append(dst, pendingEvent{ContainerStarted, id})
+	case stateExited:
+		return append(dst, pendingEvent{ContainerDied, id})
+	case stateUnknown:
+		return append(dst, pendingEvent{ContainerChanged, id})
+	}
+	// Gone. If it was seen exited, its death was already reported.
+	if from == stateExited {
+		return append(dst, pendingEvent{ContainerRemoved, id})
+	}
+	return append(dst, pendingEvent{ContainerDied, id}, pendingEvent{ContainerRemoved, id})
+}
+
+// podFromStatus builds the runtime pod a listing would show from a pod
+// status; nil if the status holds neither containers nor sandboxes.
+func podFromStatus(uid types.UID, s *runtime.PodStatus) *runtime.Pod {
+	if s == nil || (len(s.ContainerStatuses) == 0 && len(s.SandboxStatuses) == 0) {
+		return nil
+	}
+	p := &runtime.Pod{ID: uid, Name: s.Name, Namespace: s.Namespace}
+	for _, cs := range s.ContainerStatuses {
+		if cs == nil {
+			continue
+		}
+		p.Containers = append(p.Containers, &runtime.Container{
+			ID: cs.ID, Name: cs.Name, Image: cs.Image, ImageID: cs.ImageID, ImageRef: cs.ImageRef,
+			Hash: cs.Hash, State: cs.State, CreatedAt: cs.CreatedAt.UnixNano(), Type: cs.Type, GracePeriod: cs.GracePeriod,
+		})
+	}
+	for _, sb := range s.SandboxStatuses {
+		if sb == nil {
+			continue
+		}
+		st := runtime.ContainerStateExited
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			st = runtime.ContainerStateRunning
+		}
+		p.Sandboxes = append(p.Sandboxes, &runtime.Container{
+			ID: sb.GetId(), Name: sb.GetMetadata().GetName(), State: st, CreatedAt: sb.GetCreatedAt(),
+		})
+		if sb.GetCreatedAt() > p.CreatedAt {
+			p.CreatedAt = sb.GetCreatedAt()
+		}
+	}
+	return p
+}
+
+type metrics struct {
+	duration  prometheus.Histogram
+	interval  prometheus.Histogram
+	discarded prometheus.Counter
+	lastSeen  prometheus.Gauge
+}
+
+func newMetrics(r prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "kubelet", Name: "pleg_relist_duration_seconds",
+			Help: "Duration in seconds for relisting pods in PLEG.", Buckets: prometheus.DefBuckets,
+		}),
+		interval: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "kubelet", Name: "pleg_relist_interval_seconds",
+			Help: "Interval in seconds between the starts of two relists in PLEG.", Buckets: prometheus.DefBuckets,
+		}),
+		discarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "pleg_discard_events",
+			Help: "The number of events PLEG dropped because the event channel was full.",
+		}),
+		lastSeen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Subsystem: "kubelet", Name: "pleg_last_seen_seconds",
+			Help: "Unix time in seconds when PLEG last relisted successfully.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.duration, m.interval, m.discarded, m.lastSeen} {
+		if err := r.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
