@@ -37,6 +37,21 @@ type Config struct {
 
 	// NodeName is the node's name, for env fieldRef spec.nodeName.
 	NodeName string
+	// HostIPs gives the node's IPs for env fieldRef status.hostIP(s); nil
+	// or empty means the pod's status.hostIPs.
+	HostIPs func() []string
+	// MachineMemory is the node's memory in bytes, for the oom_score_adj of
+	// Burstable containers; 0 means NodeAllocatable's memory, else 16 GiB.
+	MachineMemory int64
+	// EnvSources fetches the ConfigMaps and Secrets that env and envFrom
+	// refer to; nil makes a container that refers to one fail with
+	// CreateContainerConfigError (optional references are skipped).
+	EnvSources EnvSourceGetter
+	// SeccompProfileRoot is where Localhost seccomp profiles live
+	// (default /var/lib/kubelet/seccomp); SeccompDefault makes
+	// RuntimeDefault the profile of containers that name none.
+	SeccompProfileRoot string
+	SeccompDefault     bool
 
 	// Probes gives the liveness and startup results of running containers
 	// (the prober satisfies it). Nil means every probe counts as passed: a

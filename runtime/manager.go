@@ -48,7 +48,14 @@ func New(cfg Config) (*Manager, error) {
 		imageBackoff: newBackoff(c.Clock, c.BackOffInitial, c.BackOffMax),
 		reasons:      reasonCache{m: make(map[types.UID]map[string]waitingReason)},
 	}
-	m.builder = &configBuilder{cfg: &m.cfg}
+	m.builder = &configBuilder{
+		cfg:                &m.cfg,
+		envSources:         m.cfg.EnvSources,
+		machineMemory:      m.cfg.MachineMemory,
+		hostIPs:            m.cfg.HostIPs,
+		seccompProfileRoot: m.cfg.SeccompProfileRoot,
+		seccompDefault:     m.cfg.SeccompDefault,
+	}
 	return m, nil
 }
 
