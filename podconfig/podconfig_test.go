@@ -1,0 +1,336 @@
+package podconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+
+func newTestConfig(t testing.TB, mode Mode, sources ...string) (*PodConfig, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	c, err := New(Config{Mode: mode, Sources: sources, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, clk
+}
+
+func mkPod(uid, name string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "ns"},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "img:1"}}},
+	}
+}
+
+func set(pods ...*v1.Pod) PodUpdate { return PodUpdate{Op: SET, Pods: pods} }
+
+// summary renders updates as "OP(source):uid,uid OP2(...)..." for comparison.
+func summary(us []PodUpdate) string {
+	var parts []string
+	for _, u := range us {
+		uids := make([]string, len(u.Pods))
+		for i, p := range u.Pods {
+			uids[i] = string(p.UID)
+		}
+		parts = append(parts, fmt.Sprintf("%s(%s):%s", u.Op, u.Source, strings.Join(uids, ",")))
+	}
+	return strings.Join(parts, " ")
+}
+
+func expect(t *testing.T, got []PodUpdate, want string) {
+	t.Helper()
+	if s := summary(got); s != want {
+		t.Errorf("got  %q\nwant %q", s, want)
+	}
+}
+
+func TestInitialEmptySet(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental, "test")
+	expect(t, c.Merge("test", set()), "ADD(test):")
+	expect(t, c.Merge("test", set()), "")
+	if !c.SeenAllSources() {
+		t.Error("source not seen after an empty SET")
+	}
+}
+
+func TestNewPodAddedOrderAndFirstSet(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental)
+	expect(t, c.Merge("test", set(mkPod("a", "a"), mkPod("b", "b"), mkPod("c", "c"))), "ADD(test):a,b,c")
+	a := mkPod("a", "a")
+	a.Spec.Containers[0].Image = "img:2"
+	expect(t, c.Merge("test", set(a, mkPod("c", "c"), mkPod("d", "d"))), "REMOVE(test):b ADD(test):d UPDATE(test):a")
+}
+
+func TestNewPodAddedSetReconciled(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental)
+	c.Merge("test", set(mkPod("a", "a")))
+	p := mkPod("a", "a")
+	p.Status.Phase = v1.PodRunning
+	got := c.Merge("test", set(p))
+	expect(t, got, "RECONCILE(test):a")
+	if got[0].Pods[0].Status.Phase != v1.PodRunning {
+		t.Errorf("reconciled pod has phase %q", got[0].Pods[0].Status.Phase)
+	}
+	p = mkPod("a", "a")
+	p.Status.Phase = v1.PodFailed
+	p.Spec.Containers[0].Image = "img:9"
+	expect(t, c.Merge("test", set(p)), "UPDATE(test):a")
+	if st := c.MergedState()[0]; st.Status.Phase != v1.PodFailed || st.Spec.Containers[0].Image != "img:9" {
+		t.Errorf("state not updated: %+v", st)
+	}
+}
+
+func TestNewPodAddedDelete(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental)
+	c.Merge("test", set(mkPod("a", "a")))
+	p := mkPod("a", "a")
+	now := metav1.NewTime(t0)
+	grace := int64(30)
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+	expect(t, c.Merge("test", set(p)), "DELETE(test):a")
+	expect(t, c.Merge("test", set(p)), "")
+}
+
+func TestNewPodAddedUpdatedRemoved(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental)
+	c.Merge("test", set(mkPod("a", "a"), mkPod("b", "b")))
+	expect(t, c.Merge("test", set(mkPod("a", "a"), mkPod("b", "b"))), "")
+	expect(t, c.Merge("test", set()), "REMOVE(test):a,b")
+	if n := len(c.MergedState()); n != 0 {
+		t.Errorf("%d pods left", n)
+	}
+}
+
+func TestPodUpdateAnnotationsAndLabels(t *testing.T) {
+	c, clk := newTestConfig(t, Incremental)
+	first := c.Merge("test", set(mkPod("a", "a")))
+	seen := first[0].Pods[0].Annotations[ConfigSeenAnnotation]
+	if seen != t0.Format(time.RFC3339Nano) || first[0].Pods[0].Annotations[ConfigSourceAnnotation] != "test" {
+		t.Fatalf("annotations on add: %v", first[0].Pods[0].Annotations)
+	}
+	clk.Step(time.Minute)
+
+	// Only local annotations differ: nothing.
+	p := mkPod("a", "a")
+	p.Annotations = map[string]string{ConfigSeenAnnotation: "other", ConfigSourceAnnotation: "x", ConfigMirrorAnnotation: "m"}
+	expect(t, c.Merge("test", set(p)), "")
+
+	p = mkPod("a", "a")
+	p.Annotations = map[string]string{"k": "v"}
+	got := c.Merge("test", set(p))
+	expect(t, got, "UPDATE(test):a")
+	if a := got[0].Pods[0].Annotations; a["k"] != "v" || a[ConfigSeenAnnotation] != seen || a[ConfigSourceAnnotation] != "test" {
+		t.Errorf("annotations after update: %v", a)
+	}
+	p = mkPod("a", "a")
+	p.Annotations = map[string]string{"k": "v"}
+	p.Labels = map[string]string{"l": "1"}
+	expect(t, c.Merge("test", set(p)), "UPDATE(test):a")
+	p = mkPod("a", "a")
+	p.Annotations = map[string]string{"k": "v"}
+	p.Labels = map[string]string{"l": "1"}
+	expect(t, c.Merge("test", set(p)), "")
+	p.Labels = nil
+	expect(t, c.Merge("test", set(p)), "UPDATE(test):a")
+}
+
+func TestPodUpdateDuplicateDropped(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental)
+	dupName := mkPod("b", "a") // same ns/name as a, other UID
+	dupUID := mkPod("a", "z")
+	got := c.Merge("test", set(mkPod("a", "a"), dupName, dupUID, nil, mkPod("", "nouid"), mkPod("../x", "bad"), mkPod("c", "c")))
+	expect(t, got, "ADD(test):a,c")
+}
+
+func TestIncrementalOpsFromSource(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental, "src")
+	expect(t, c.Merge("src", PodUpdate{Op: ADD, Pods: []*v1.Pod{mkPod("a", "a")}}), "ADD(src):a")
+	if c.Seen("src") {
+		t.Error("an ADD made the source seen")
+	}
+	expect(t, c.Merge("src", PodUpdate{Op: ADD, Pods: []*v1.Pod{mkPod("b", "b")}}), "ADD(src):b")
+	p := mkPod("a", "a")
+	p.Labels = map[string]string{"x": "y"}
+	expect(t, c.Merge("src", PodUpdate{Op: UPDATE, Pods: []*v1.Pod{p}}), "UPDATE(src):a")
+	expect(t, c.Merge("src", PodUpdate{Op: REMOVE, Pods: []*v1.Pod{mkPod("a", "")}}), "REMOVE(src):a")
+	expect(t, c.Merge("src", PodUpdate{Op: REMOVE, Pods: []*v1.Pod{mkPod("a", "")}}), "")
+	// A first SET after incremental ops: b stays (unchanged), so only the readiness ADD.
+	expect(t, c.Merge("src", set(mkPod("b", "b"))), "ADD(src):")
+	if !c.Seen("src") {
+		t.Error("SET did not make the source seen")
+	}
+}
+
+func TestSourcesAreSeparate(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental, "one", "two")
+	expect(t, c.Merge("one", set(mkPod("a", "a"))), "ADD(one):a")
+	if c.SeenAllSources() {
+		t.Error("all seen with one of two")
+	}
+	if seen, all := c.SourcesReady(); all || len(seen) != 1 || seen[0] != "one" {
+		t.Errorf("SourcesReady = %v %v", seen, all)
+	}
+	select {
+	case <-c.Ready():
+		t.Fatal("Ready closed early")
+	default:
+	}
+	// The same pod from another source is not deduplicated across sources.
+	expect(t, c.Merge("two", set(mkPod("a", "a"))), "ADD(two):a")
+	if !c.SeenAllSources() {
+		t.Error("not all seen")
+	}
+	select {
+	case <-c.Ready():
+	default:
+		t.Fatal("Ready not closed")
+	}
+	expect(t, c.Merge("one", set()), "REMOVE(one):a")
+	if st := c.MergedState(); len(st) != 1 || st[0].Annotations[ConfigSourceAnnotation] != "two" {
+		t.Errorf("merged state %v", st)
+	}
+}
+
+func TestSnapshotMode(t *testing.T) {
+	c, _ := newTestConfig(t, Snapshot)
+	expect(t, c.Merge("one", set()), "SET(*):")
+	expect(t, c.Merge("two", set(mkPod("b", "b"))), "SET(*):b")
+	expect(t, c.Merge("one", set(mkPod("a", "a"))), "SET(*):a,b")
+	expect(t, c.Merge("one", set(mkPod("a", "a"))), "")
+	p := mkPod("a", "a")
+	p.Status.Phase = v1.PodRunning
+	expect(t, c.Merge("one", set(p)), "SET(*):a,b")
+	expect(t, c.Merge("two", set()), "SET(*):a")
+}
+
+func TestSnapshotAndUpdatesMode(t *testing.T) {
+	c, _ := newTestConfig(t, SnapshotAndUpdates)
+	expect(t, c.Merge("one", set(mkPod("a", "a"))), "SET(*):a")
+	expect(t, c.Merge("two", set()), "SET(*):a")
+	p := mkPod("a", "a")
+	p.Spec.Containers[0].Image = "img:2"
+	expect(t, c.Merge("one", set(p)), "UPDATE(one):a")
+	p = p.DeepCopy()
+	p.Status.Phase = v1.PodRunning
+	expect(t, c.Merge("one", set(p)), "RECONCILE(one):a")
+	q := p.DeepCopy()
+	now := metav1.NewTime(t0)
+	q.DeletionTimestamp = &now
+	expect(t, c.Merge("one", set(q, mkPod("b", "b"))), "SET(*):a,b DELETE(one):a")
+	expect(t, c.Merge("one", set(q)), "SET(*):a")
+}
+
+func TestNoSharingWithCallerOrConsumer(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental)
+	in := mkPod("a", "a")
+	got := c.Merge("test", set(in))
+	in.Spec.Containers[0].Image = "mutated-by-sender"
+	in.Labels = map[string]string{"x": "y"}
+	got[0].Pods[0].Spec.Containers[0].Image = "mutated-by-consumer"
+	got[0].Pods[0].Annotations["k"] = "v"
+	st := c.MergedState()
+	if st[0].Spec.Containers[0].Image != "img:1" || st[0].Annotations["k"] != "" || st[0].Labels != nil {
+		t.Errorf("state shared: %+v", st[0])
+	}
+	if in.Annotations != nil {
+		t.Errorf("merge wrote into the sender's pod: %v", in.Annotations)
+	}
+	st[0].Spec.Containers[0].Image = "mutated-state-copy"
+	if c.MergedState()[0].Spec.Containers[0].Image != "img:1" {
+		t.Error("MergedState shares pods")
+	}
+	// Same pod resent: nothing, and the sender's mutated pod from before was not retained.
+	expect(t, c.Merge("test", set(mkPod("a", "a"))), "")
+}
+
+func TestChannels(t *testing.T) {
+	c, _ := newTestConfig(t, Incremental)
+	a, err := c.Channel("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := c.Channel("one")
+	other, _ := c.Channel("two")
+	if a != b {
+		t.Error("same name gave different channels")
+	}
+	if a == other {
+		t.Error("different names gave the same channel")
+	}
+	if _, err := c.Channel(""); !errors.Is(err, ErrInvalidSource) {
+		t.Errorf("empty name: %v", err)
+	}
+	if _, err := c.Channel(SourceAll); !errors.Is(err, ErrInvalidSource) {
+		t.Errorf("reserved name: %v", err)
+	}
+	if c.SeenAllSources() {
+		t.Error("channels' sources count as seen before any update")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []Config{{Mode: Mode(9)}, {UpdatesBuffer: -1}, {Sources: []string{""}}} {
+		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v", cfg, err)
+		}
+	}
+}
+
+func recv(t *testing.T, ch <-chan PodUpdate) PodUpdate {
+	t.Helper()
+	select {
+	case u, ok := <-ch:
+		if !ok {
+			t.Fatal("updates closed")
+		}
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update within 10s")
+	}
+	return PodUpdate{}
+}
+
+func TestRunDeliversInOrderAndStops(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c, _ := newTestConfig(t, Incremental)
+	one, _ := c.Channel("one")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	one <- set(mkPod("a", "a"), mkPod("b", "b"))
+	two, _ := c.Channel("two") // created while running
+	two <- set()
+	one <- set(mkPod("b", "b"), mkPod("c", "c"))
+	got := []PodUpdate{recv(t, c.Updates()), recv(t, c.Updates()), recv(t, c.Updates()), recv(t, c.Updates())}
+	expect(t, got, "ADD(one):a,b ADD(two): REMOVE(one):a ADD(one):c")
+	c.Sync()
+	expect(t, []PodUpdate{recv(t, c.Updates())}, "SET(*):b,c")
+
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	for range c.Updates() {
+	}
+	if err := c.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+		t.Errorf("Run after stop: %v", err)
+	}
+}

@@ -1,0 +1,354 @@
+package podconfig
+
+import (
+	"hash/maphash"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// entry is one stored pod with the fingerprints of the parts the merge
+// compares. The pod is owned by the storage: never handed out, never shared.
+type entry struct {
+	pod       *v1.Pod
+	semantic  uint64 // spec, labels, non-local annotations, deletion fields
+	statusSum uint64
+}
+
+// sourceState is everything known about one source.
+type sourceState struct {
+	pods  map[types.UID]*entry
+	order []types.UID // delivery order: the order of the source's last SET, then additions
+	seen  bool        // the source delivered a SET at least once
+}
+
+// fingerprinter hashes the parts of a pod the merge compares, using the
+// pods' generated protobuf encoders into a reused buffer (no reflection, no
+// allocation per pod in the steady state). Maps are folded in order-free.
+type fingerprinter struct {
+	seed maphash.Seed
+	buf  []byte
+	h    maphash.Hash
+}
+
+func newFingerprinter() *fingerprinter {
+	f := &fingerprinter{seed: maphash.MakeSeed()}
+	f.h.SetSeed(f.seed)
+	return f
+}
+
+func (f *fingerprinter) marshal(size int, to func([]byte) (int, error)) []byte {
+	if cap(f.buf) < size {
+		f.buf = make([]byte, size*2)
+	}
+	b := f.buf[:size]
+	n, err := to(b)
+	if err != nil {
+		return nil
+	}
+	return b[size-n:]
+}
+
+// sums returns (semantic, status) fingerprints of pod.
+func (f *fingerprinter) sums(pod *v1.Pod) (uint64, uint64) {
+	f.h.Reset()
+	_, _ = f.h.Write(f.marshal(pod.Spec.Size(), pod.Spec.MarshalToSizedBuffer))
+	f.h.WriteByte(0)
+	writeUint(&f.h, f.mapSum(pod.Labels, false))
+	writeUint(&f.h, f.mapSum(pod.Annotations, true))
+	if t := pod.DeletionTimestamp; t != nil {
+		f.h.WriteByte(1)
+		writeUint(&f.h, uint64(t.UnixNano()))
+	} else {
+		f.h.WriteByte(0)
+	}
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		f.h.WriteByte(1)
+		writeUint(&f.h, uint64(*g))
+	} else {
+		f.h.WriteByte(0)
+	}
+	semantic := f.h.Sum64()
+	f.h.Reset()
+	_, _ = f.h.Write(f.marshal(pod.Status.Size(), pod.Status.MarshalToSizedBuffer))
+	return semantic, f.h.Sum64()
+}
+
+// mapSum folds a string map into one number independent of iteration
+// order; local annotations are skipped when skipLocal.
+func (f *fingerprinter) mapSum(m map[string]string, skipLocal bool) uint64 {
+	var sum uint64
+	n := 0
+	for k, v := range m {
+		if skipLocal && isLocalAnnotation(k) {
+			continue
+		}
+		n++
+		var h maphash.Hash
+		h.SetSeed(f.seed)
+		_, _ = h.WriteString(k)
+		h.WriteByte(0)
+		_, _ = h.WriteString(v)
+		sum += h.Sum64()
+	}
+	return sum + uint64(n)*0x9e3779b97f4a7c15
+}
+
+func writeUint(h *maphash.Hash, v uint64) {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+	_, _ = h.Write(b[:])
+}
+
+func isLocalAnnotation(k string) bool {
+	return k == ConfigSourceAnnotation || k == ConfigSeenAnnotation || k == ConfigMirrorAnnotation
+}
+
+// diff is the outcome of merging one source update, before it is shaped into
+// PodUpdates by the notification mode. Pods are the stored ones: copy before
+// handing out.
+type diff struct {
+	adds, updates, deletes, removes, reconciles []*v1.Pod
+	firstSet                                    bool
+}
+
+func (d *diff) empty() bool {
+	return len(d.adds)+len(d.updates)+len(d.deletes)+len(d.removes)+len(d.reconciles) == 0
+}
+
+// mergeLocked applies update u from source to the storage. Incoming pods are
+// only read; a pod that is new or changed is deep-copied into the storage.
+func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
+	st := c.sources[source]
+	if st == nil {
+		st = &sourceState{pods: make(map[types.UID]*entry)}
+		c.sources[source] = st
+	}
+	var d diff
+	now := c.clock.Now().UTC().Format(time.RFC3339Nano)
+
+	switch u.Op {
+	case SET:
+		d.firstSet = !st.seen
+		st.seen = true
+		old := st.pods
+		st.pods = make(map[types.UID]*entry, len(u.Pods))
+		order := st.order[:0:0]
+		for _, p := range c.filter(source, u.Pods) {
+			e := c.upsert(source, old[p.UID], p, now, &d)
+			st.pods[p.UID] = e
+			order = append(order, p.UID)
+		}
+		for _, uid := range st.order {
+			if _, kept := st.pods[uid]; !kept {
+				if e, ok := old[uid]; ok {
+					d.removes = append(d.removes, e.pod)
+				}
+			}
+		}
+		st.order = order
+	case REMOVE:
+		gone := make(map[types.UID]bool, len(u.Pods))
+		for _, p := range u.Pods {
+			if p == nil {
+				continue
+			}
+			if e, ok := st.pods[p.UID]; ok && !gone[p.UID] {
+				gone[p.UID] = true
+				d.removes = append(d.removes, e.pod)
+				delete(st.pods, p.UID)
+			}
+		}
+		if len(gone) > 0 {
+			order := st.order[:0]
+			for _, uid := range st.order {
+				if !gone[uid] {
+					order = append(order, uid)
+				}
+			}
+			st.order = order
+		}
+	default: // ADD, UPDATE, DELETE, RECONCILE: upsert the given pods
+		for _, p := range c.filter(source, u.Pods) {
+			old, existed := st.pods[p.UID]
+			st.pods[p.UID] = c.upsert(source, old, p, now, &d)
+			if !existed {
+				st.order = append(st.order, p.UID)
+			}
+		}
+	}
+	if c.metrics != nil {
+		c.metrics.pods.WithLabelValues(source).Set(float64(len(st.pods)))
+	}
+	return d
+}
+
+// filter drops nil pods, pods without a UID or name, UIDs that are not
+// safe path segments, and a second pod with the same namespace/name in one
+// update (the later one), logging why.
+func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
+	out := pods[:0:0]
+	var names map[string]struct{}
+	var uids map[types.UID]struct{}
+	if len(pods) > 1 {
+		names = make(map[string]struct{}, len(pods))
+		uids = make(map[types.UID]struct{}, len(pods))
+	}
+	for i, p := range pods {
+		if p == nil {
+			c.log.Info("dropping a nil pod", zap.String("source", source), zap.Int("index", i))
+			continue
+		}
+		if p.Name == "" || !IsSafePathSegment(string(p.UID)) {
+			c.log.Info("dropping a pod without a usable name or UID",
+				zap.String("source", source), zap.Int("index", i), zap.String("name", p.Name), zap.String("uid", string(p.UID)))
+			continue
+		}
+		if names != nil {
+			full := p.Namespace + "/" + p.Name
+			if _, dup := names[full]; dup {
+				c.log.Info("dropping a pod: duplicate namespace/name in one update",
+					zap.String("source", source), zap.Int("index", i), zap.String("pod", full), zap.String("uid", string(p.UID)))
+				continue
+			}
+			if _, dup := uids[p.UID]; dup {
+				c.log.Info("dropping a pod: duplicate UID in one update",
+					zap.String("source", source), zap.Int("index", i), zap.String("pod", full), zap.String("uid", string(p.UID)))
+				continue
+			}
+			names[full] = struct{}{}
+			uids[p.UID] = struct{}{}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// upsert merges incoming pod p (read only) with the stored entry old (nil if
+// the UID is new) and records the outcome in d. It returns the entry to
+// store.
+func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *diff) *entry {
+	semantic, status := c.fp.sums(p)
+	if old == nil {
+		cp := p.DeepCopy()
+		if cp.Annotations == nil {
+			cp.Annotations = make(map[string]string, 2)
+		}
+		cp.Annotations[ConfigSourceAnnotation] = source
+		cp.Annotations[ConfigSeenAnnotation] = now
+		e := &entry{pod: cp, semantic: semantic, statusSum: status}
+		d.adds = append(d.adds, cp)
+		return e
+	}
+	if semantic == old.semantic {
+		if status != old.statusSum {
+			old.pod.Status = *p.Status.DeepCopy()
+			old.statusSum = status
+			d.reconciles = append(d.reconciles, old.pod)
+		}
+		return old
+	}
+	cp := p.DeepCopy()
+	ann := make(map[string]string, len(cp.Annotations)+3)
+	for k, v := range cp.Annotations {
+		if !isLocalAnnotation(k) {
+			ann[k] = v
+		}
+	}
+	for _, k := range []string{ConfigSeenAnnotation, ConfigMirrorAnnotation} {
+		if v, ok := old.pod.Annotations[k]; ok {
+			ann[k] = v
+		}
+	}
+	ann[ConfigSourceAnnotation] = source
+	cp.Annotations = ann
+	e := &entry{pod: cp, semantic: semantic, statusSum: status}
+	if cp.DeletionTimestamp != nil {
+		d.deletes = append(d.deletes, cp)
+	} else {
+		d.updates = append(d.updates, cp)
+	}
+	return e
+}
+
+// shape turns a diff into the PodUpdates the mode delivers, in order.
+// Every pod in them is a fresh deep copy.
+func (c *PodConfig) shapeLocked(source string, d diff) []PodUpdate {
+	var out []PodUpdate
+	switch c.mode {
+	case Snapshot:
+		if d.firstSet || !d.empty() {
+			out = append(out, c.snapshotLocked())
+		}
+	case SnapshotAndUpdates:
+		if d.firstSet || len(d.adds) > 0 || len(d.removes) > 0 {
+			out = append(out, c.snapshotLocked())
+		}
+		out = appendUpdate(out, UPDATE, source, d.updates)
+		out = appendUpdate(out, DELETE, source, d.deletes)
+		out = appendUpdate(out, RECONCILE, source, d.reconciles)
+	default: // Incremental
+		out = appendUpdate(out, REMOVE, source, d.removes)
+		out = appendUpdate(out, ADD, source, d.adds)
+		out = appendUpdate(out, UPDATE, source, d.updates)
+		out = appendUpdate(out, DELETE, source, d.deletes)
+		if d.firstSet && len(d.adds)+len(d.updates)+len(d.deletes) == 0 {
+			out = append(out, PodUpdate{Op: ADD, Source: source, Pods: []*v1.Pod{}})
+		}
+		out = appendUpdate(out, RECONCILE, source, d.reconciles)
+	}
+	return out
+}
+
+func appendUpdate(out []PodUpdate, op Op, source string, pods []*v1.Pod) []PodUpdate {
+	if len(pods) == 0 {
+		return out
+	}
+	return append(out, PodUpdate{Op: op, Source: source, Pods: copyPods(pods)})
+}
+
+func copyPods(pods []*v1.Pod) []*v1.Pod {
+	out := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		out[i] = p.DeepCopy()
+	}
+	return out
+}
+
+// sourceNamesLocked returns the names of every source with state, sorted.
+func (c *PodConfig) sourceNamesLocked() []string {
+	names := make([]string, 0, len(c.sources))
+	for n := range c.sources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// mergedLocked returns copies of every stored pod: sources by name, pods in
+// source order.
+func (c *PodConfig) mergedLocked() []*v1.Pod {
+	n := 0
+	for _, st := range c.sources {
+		n += len(st.pods)
+	}
+	out := make([]*v1.Pod, 0, n)
+	for _, name := range c.sourceNamesLocked() {
+		st := c.sources[name]
+		for _, uid := range st.order {
+			if e, ok := st.pods[uid]; ok {
+				out = append(out, e.pod.DeepCopy())
+			}
+		}
+	}
+	return out
+}
+
+func (c *PodConfig) snapshotLocked() PodUpdate {
+	return PodUpdate{Op: SET, Source: SourceAll, Pods: c.mergedLocked()}
+}
