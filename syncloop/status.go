@@ -1,0 +1,725 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// Errors of the status manager.
+var (
+	// ErrStatusConfig: a StatusConfig field is invalid (the error names it).
+	ErrStatusConfig = errors.New("syncloop: invalid status manager config")
+	// ErrStatusSink: the sink refused a status or a deletion (wrapped with
+	// the pod and the sink's own error).
+	ErrStatusSink = errors.New("syncloop: status sink failed")
+	// ErrStatusNoPod: a nil pod was given.
+	ErrStatusNoPod = errors.New("syncloop: no pod")
+	// ErrStatusAlreadyRunning: Run was called while another Run was active.
+	ErrStatusAlreadyRunning = errors.New("syncloop: status manager already running")
+)
+
+// DefaultStatusSyncPeriod is how often the StatusManager offers every
+// pending status to its sink even when nothing changed.
+const DefaultStatusSyncPeriod = 10 * time.Second
+
+// statusMaxTerminationMessage is the total size of the termination messages
+// a pod status may carry (split evenly between its containers).
+const statusMaxTerminationMessage = 12 * 1024
+
+// StatusContainerActivity tells whether a pod may still have running
+// containers (the pod workers know). The StatusManager never reports a
+// terminal phase for such a pod: it holds the previous phase back until
+// the containers are known to be stopped.
+type StatusContainerActivity interface {
+	CouldHaveRunningContainers(uid types.UID) bool
+}
+
+// StatusConfig configures a StatusManager.
+type StatusConfig struct {
+	// Sink receives the statuses. Required.
+	Sink StatusSink
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Logger defaults to a no-op logger; it is named "status".
+	Logger *zap.Logger
+	// SyncPeriod is how often Run syncs even without a change; 0 means
+	// DefaultStatusSyncPeriod. Negative is an error.
+	SyncPeriod time.Duration
+	// ContainerActivity, if set, delays terminal phases until the pod's
+	// containers are stopped. Nil means the caller only reports a terminal
+	// phase once the containers are stopped.
+	ContainerActivity StatusContainerActivity
+}
+
+// StatusManager is the agent's cache of pod statuses and their delivery to a
+// StatusSink (the kubelet's status manager). Each pod's status has a
+// version that grows only when the status changes; SyncOnce hands the sink
+// every status newer than the one it last accepted.
+//
+// Statuses are kept by the UID of the pod the agent runs. For a static pod
+// that is the static pod's UID.
+//
+// TODO(mirror pods): when the API server sink arrives, a static pod's
+// status must be reported on its mirror pod (translate the UID at sync
+// time, skip static pods without a mirror, never delete a mirror pod).
+type StatusManager struct {
+	sink     StatusSink
+	clock    clock.Clock
+	log      *zap.Logger
+	period   time.Duration
+	activity StatusContainerActivity
+
+	mu       sync.Mutex
+	statuses map[types.UID]*statusEntry
+	running  bool
+
+	// syncMu serialises SyncOnce; sent is only touched under it.
+	syncMu sync.Mutex
+	sent   map[types.UID]statusSent
+
+	notify chan struct{}
+}
+
+// statusEntry is the cached status of one pod.
+type statusEntry struct {
+	pod      *v1.Pod
+	status   v1.PodStatus
+	version  uint64
+	finished bool
+}
+
+// statusSent is what the sink last accepted for a pod.
+type statusSent struct {
+	version uint64
+	status  v1.PodStatus
+}
+
+// NewStatusManager validates cfg and returns a StatusManager. It starts nothing.
+func NewStatusManager(cfg StatusConfig) (*StatusManager, error) {
+	if cfg.Sink == nil {
+		return nil, fmt.Errorf("%w: Sink is required", ErrStatusConfig)
+	}
+	if cfg.SyncPeriod < 0 {
+		return nil, fmt.Errorf("%w: SyncPeriod %v is negative", ErrStatusConfig, cfg.SyncPeriod)
+	}
+	if cfg.SyncPeriod == 0 {
+		cfg.SyncPeriod = DefaultStatusSyncPeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &StatusManager{
+		sink:     cfg.Sink,
+		clock:    cfg.Clock,
+		log:      cfg.Logger.Named("status"),
+		period:   cfg.SyncPeriod,
+		activity: cfg.ContainerActivity,
+		statuses: make(map[types.UID]*statusEntry),
+		sent:     make(map[types.UID]statusSent),
+		notify:   make(chan struct{}, 1),
+	}, nil
+}
+
+// GetPodStatus returns a copy of the cached status of the pod.
+func (m *StatusManager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.statuses[uid]
+	if !ok {
+		return v1.PodStatus{}, false
+	}
+	return *e.status.DeepCopy(), true
+}
+
+// Version returns the version of the cached status of the pod (0 if none).
+// It grows by one with every change of the status.
+func (m *StatusManager) Version(uid types.UID) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.statuses[uid]; ok {
+		return e.version
+	}
+	return 0
+}
+
+// SetPodStatus caches status as the pod's status. The update is ignored
+// (and logged) when it would take the pod out of a terminal phase, or move
+// a container that will not be restarted out of the terminated state. The
+// pod's first StartTime is kept; condition transition times are kept for
+// conditions whose status did not change; a terminal phase forces Ready and
+// ContainersReady to False. The version grows only if the status changed
+// (or the pod has a deletion timestamp, which always produces a new version).
+func (m *StatusManager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
+	if pod == nil {
+		m.log.Warn("SetPodStatus without a pod")
+		return
+	}
+	status = *status.DeepCopy()
+	status.ObservedGeneration = pod.Generation
+	m.mu.Lock()
+	changed := m.updateLocked(pod, status, pod.DeletionTimestamp != nil, false)
+	m.mu.Unlock()
+	if changed {
+		m.signal()
+	}
+}
+
+// SetContainerReadiness records a readiness probe result for the container
+// instance with the given API ContainerID ("<runtime>://<id>") and
+// recomputes the pod's Ready and ContainersReady conditions. Unknown pods
+// and containers are ignored.
+func (m *StatusManager) SetContainerReadiness(uid types.UID, containerID string, ready bool) {
+	m.setContainer(uid, containerID, func(pod *v1.Pod, status *v1.PodStatus, cs *v1.ContainerStatus) bool {
+		if cs.Ready == ready {
+			return false
+		}
+		cs.Ready = ready
+		all := statusAllContainerStatuses(status)
+		status.Conditions = statusReplaceOrAppendCondition(status.Conditions, statusPodReadyCondition(pod, status.Conditions, all, status.Phase))
+		status.Conditions = statusReplaceOrAppendCondition(status.Conditions, statusContainersReadyCondition(pod, all, status.Phase))
+		return true
+	})
+}
+
+// SetContainerStartup records a startup probe result for the container
+// instance with the given API ContainerID and recomputes the pod's
+// Initialized condition (a sidecar counts once started). Unknown pods and
+// containers are ignored.
+func (m *StatusManager) SetContainerStartup(uid types.UID, containerID string, started bool) {
+	m.setContainer(uid, containerID, func(pod *v1.Pod, status *v1.PodStatus, cs *v1.ContainerStatus) bool {
+		if cs.Started != nil && *cs.Started == started {
+			return false
+		}
+		cs.Started = &started
+		all := statusAllContainerStatuses(status)
+		status.Conditions = statusReplaceOrAppendCondition(status.Conditions, statusInitializedCondition(pod, all, status.Phase))
+		return true
+	})
+}
+
+func (m *StatusManager) setContainer(uid types.UID, containerID string, apply func(*v1.Pod, *v1.PodStatus, *v1.ContainerStatus) bool) {
+	if containerID == "" {
+		return
+	}
+	m.mu.Lock()
+	e, ok := m.statuses[uid]
+	if !ok {
+		m.mu.Unlock()
+		m.log.Debug("container probe result before the pod has a status", zap.String("uid", string(uid)), zap.String("containerID", containerID))
+		return
+	}
+	status := *e.status.DeepCopy()
+	cs := statusFindByContainerID(&status, containerID)
+	if cs == nil || !apply(e.pod, &status, cs) {
+		m.mu.Unlock()
+		return
+	}
+	changed := m.updateLocked(e.pod, status, false, false)
+	m.mu.Unlock()
+	if changed {
+		m.signal()
+	}
+}
+
+func statusFindByContainerID(s *v1.PodStatus, id string) *v1.ContainerStatus {
+	for i := range s.ContainerStatuses {
+		if s.ContainerStatuses[i].ContainerID == id {
+			return &s.ContainerStatuses[i]
+		}
+	}
+	for i := range s.InitContainerStatuses {
+		if s.InitContainerStatuses[i].ContainerID == id {
+			return &s.InitContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func statusAllContainerStatuses(s *v1.PodStatus) []v1.ContainerStatus {
+	all := make([]v1.ContainerStatus, 0, len(s.InitContainerStatuses)+len(s.ContainerStatuses))
+	return append(append(all, s.InitContainerStatuses...), s.ContainerStatuses...)
+}
+
+// TerminatePod finalises the status of a pod whose containers have all
+// stopped: a container without a terminated state is marked terminated
+// with exit code 137 and reason ContainerStatusUnknown (regular containers
+// only once the pod has initialized; init containers up to the last one
+// that tried to start), and the phase becomes Failed unless it is already
+// terminal. As in the kubelet, a static pod keeps its phase. The status is
+// marked finished, which lets the sink delete the pod once it is synced.
+func (m *StatusManager) TerminatePod(pod *v1.Pod) {
+	if pod == nil {
+		m.log.Warn("TerminatePod without a pod")
+		return
+	}
+	m.mu.Lock()
+	base := &pod.Status
+	if e, ok := m.statuses[pod.UID]; ok {
+		base = &e.status
+	}
+	status := *base.DeepCopy()
+	unknown := func() v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			Reason:   ReasonContainerStatusUnknown,
+			Message:  statusTerminatedUnknownMessage,
+			ExitCode: 137,
+		}}
+	}
+	if statusPodHasInitialized(pod, base) || statusPodHasInitialized(pod, &pod.Status) {
+		for i := range status.ContainerStatuses {
+			if status.ContainerStatuses[i].State.Terminated == nil {
+				status.ContainerStatuses[i].State = unknown()
+			}
+		}
+	}
+	for i := range statusAttemptedInitContainers(status.InitContainerStatuses) {
+		if status.InitContainerStatuses[i].State.Terminated == nil {
+			status.InitContainerStatuses[i].State = unknown()
+		}
+	}
+	if !statusIsStaticPod(pod) && !statusIsTerminalPhase(status.Phase) {
+		status.Phase = v1.PodFailed
+	}
+	changed := m.updateLocked(pod, status, true, true)
+	m.mu.Unlock()
+	if changed {
+		m.signal()
+	}
+}
+
+// statusPodHasInitialized reports whether status shows that the pod got
+// past its init containers: no init containers, a regular container that
+// left the waiting state (or ran before), or a last init container that
+// completed (or, for a sidecar, started).
+func statusPodHasInitialized(pod *v1.Pod, status *v1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, s := range status.ContainerStatuses {
+		if s.LastTerminationState.Terminated != nil || s.State.Waiting == nil {
+			return true
+		}
+	}
+	n := len(status.InitContainerStatuses)
+	if n == 0 {
+		return false
+	}
+	last := status.InitContainerStatuses[n-1]
+	var spec *v1.Container
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == last.Name {
+			spec = &pod.Spec.InitContainers[i]
+		}
+	}
+	if spec == nil {
+		return false
+	}
+	if statusIsSidecar(spec) {
+		return last.State.Running != nil && last.Started != nil && *last.Started
+	}
+	if t := last.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
+		return true
+	}
+	if t := last.State.Terminated; t != nil && t.ExitCode == 0 {
+		return true
+	}
+	return false
+}
+
+// statusAttemptedInitContainers returns the init statuses up to the last
+// one that tried to start (left waiting, or has a last termination); at
+// least the first one.
+func statusAttemptedInitContainers(list []v1.ContainerStatus) []v1.ContainerStatus {
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].State.Waiting == nil || list[i].LastTerminationState.Terminated != nil {
+			return list[:i+1]
+		}
+	}
+	if len(list) > 0 {
+		return list[:1]
+	}
+	return nil
+}
+
+// RemoveOrphanedStatuses forgets the statuses of every pod whose UID is not in keep.
+func (m *StatusManager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid := range m.statuses {
+		if !keep[uid] {
+			delete(m.statuses, uid)
+		}
+	}
+}
+
+// updateLocked applies an update to the cache; it reports whether a new
+// version was stored. m.mu must be held.
+func (m *StatusManager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished bool) bool {
+	e, cached := m.statuses[pod.UID]
+	var old v1.PodStatus
+	if cached {
+		old = e.status
+		if e.finished && !finished && !statusIsStaticPod(pod) {
+			finished = true // once finished, always finished
+		}
+	} else {
+		old = pod.Status
+	}
+	log := m.log.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)))
+
+	if statusIsTerminalPhase(old.Phase) && status.Phase != old.Phase {
+		log.Warn("status update ignored: pod would leave its terminal phase",
+			zap.String("phase", string(old.Phase)), zap.String("newPhase", string(status.Phase)))
+		return false
+	}
+	if err := statusCheckContainerTransitions(&old, &status, &pod.Spec); err != nil {
+		log.Warn("status update ignored", zap.Error(err))
+		return false
+	}
+
+	now := m.clock.Now()
+	if statusIsTerminalPhase(status.Phase) {
+		statusForceTerminalReadiness(pod, &status)
+	}
+	statusSetTransitionTimes(&status, &old, now)
+	switch {
+	case old.StartTime != nil && !old.StartTime.IsZero():
+		t := *old.StartTime
+		status.StartTime = &t
+	case status.StartTime == nil || status.StartTime.IsZero():
+		t := metav1.NewTime(now)
+		status.StartTime = &t
+	}
+	if old.ObservedGeneration > status.ObservedGeneration {
+		status.ObservedGeneration = old.ObservedGeneration
+	}
+	statusNormalize(pod, &status)
+
+	if cached && !force && statusEqualByAgent(&e.status, &status) {
+		return false
+	}
+	ne := &statusEntry{pod: pod.DeepCopy(), status: status, finished: finished, version: 1}
+	if cached {
+		ne.version = e.version + 1
+	}
+	m.statuses[pod.UID] = ne
+	return true
+}
+
+// statusForceTerminalReadiness sets Ready and ContainersReady to False
+// (PodCompleted / PodFailed) if either is True in a terminal status.
+func statusForceTerminalReadiness(pod *v1.Pod, s *v1.PodStatus) {
+	_, r := statusFindCondition(s.Conditions, v1.PodReady)
+	_, cr := statusFindCondition(s.Conditions, v1.ContainersReady)
+	if (r == nil || r.Status != v1.ConditionTrue) && (cr == nil || cr.Status != v1.ConditionTrue) {
+		return
+	}
+	s.Conditions = statusReplaceOrAppendCondition(s.Conditions, statusTerminalReadyCondition(pod, v1.ContainersReady, s.Phase))
+	s.Conditions = statusReplaceOrAppendCondition(s.Conditions, statusTerminalReadyCondition(pod, v1.PodReady, s.Phase))
+}
+
+// statusCheckContainerTransitions refuses a status in which a container
+// that terminated and will not be restarted is no longer terminated.
+func statusCheckContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error {
+	if spec.RestartPolicy == v1.RestartPolicyAlways || spec.RestartPolicy == "" {
+		return nil
+	}
+	for _, c := range spec.InitContainers {
+		for _, r := range c.RestartPolicyRules {
+			if r.Action == v1.ContainerRestartRuleActionRestartAllContainers {
+				return nil
+			}
+		}
+	}
+	for _, c := range spec.Containers {
+		for _, r := range c.RestartPolicyRules {
+			if r.Action == v1.ContainerRestartRuleActionRestartAllContainers {
+				return nil
+			}
+		}
+	}
+	check := func(olds, news []v1.ContainerStatus, specs []v1.Container, kind string) error {
+		for _, o := range olds {
+			if o.State.Terminated == nil {
+				continue
+			}
+			var c *v1.Container
+			for i := range specs {
+				if specs[i].Name == o.Name {
+					c = &specs[i]
+				}
+			}
+			if c == nil {
+				continue
+			}
+			if statusIsSidecar(c) && kind == "init container" {
+				continue
+			}
+			code := o.State.Terminated.ExitCode
+			if code != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
+				continue
+			}
+			if statusContainerShouldRestart(c, spec, code) {
+				continue
+			}
+			for _, n := range news {
+				if n.Name == o.Name && n.State.Terminated == nil {
+					return fmt.Errorf("terminated %s %q may not leave the terminated state", kind, n.Name)
+				}
+			}
+		}
+		return nil
+	}
+	if err := check(old.ContainerStatuses, next.ContainerStatuses, spec.Containers, "container"); err != nil {
+		return err
+	}
+	return check(old.InitContainerStatuses, next.InitContainerStatuses, spec.InitContainers, "init container")
+}
+
+// statusNormalize brings a status to what an API server stores: times at
+// second precision, termination messages within their share of 12 KiB,
+// container statuses sorted (regular and ephemeral by name, init in spec order).
+func statusNormalize(pod *v1.Pod, s *v1.PodStatus) {
+	per := statusMaxTerminationMessage
+	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers) + len(pod.Spec.EphemeralContainers); n > 0 {
+		per /= n
+	}
+	trunc := func(t *metav1.Time) { *t = t.Rfc3339Copy() }
+	state := func(c *v1.ContainerState) {
+		if c.Running != nil {
+			trunc(&c.Running.StartedAt)
+		}
+		if c.Terminated != nil {
+			trunc(&c.Terminated.StartedAt)
+			trunc(&c.Terminated.FinishedAt)
+			if len(c.Terminated.Message) > per {
+				c.Terminated.Message = c.Terminated.Message[:per]
+			}
+		}
+	}
+	if s.StartTime != nil {
+		trunc(s.StartTime)
+	}
+	for i := range s.Conditions {
+		trunc(&s.Conditions[i].LastProbeTime)
+		trunc(&s.Conditions[i].LastTransitionTime)
+	}
+	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses, s.EphemeralContainerStatuses} {
+		for i := range list {
+			state(&list[i].State)
+			state(&list[i].LastTerminationState)
+		}
+	}
+	sort.SliceStable(s.ContainerStatuses, func(i, j int) bool { return s.ContainerStatuses[i].Name < s.ContainerStatuses[j].Name })
+	sort.SliceStable(s.EphemeralContainerStatuses, func(i, j int) bool {
+		return s.EphemeralContainerStatuses[i].Name < s.EphemeralContainerStatuses[j].Name
+	})
+	order := make(map[string]int, len(pod.Spec.InitContainers))
+	for i, c := range pod.Spec.InitContainers {
+		order[c.Name] = i
+	}
+	sort.SliceStable(s.InitContainerStatuses, func(i, j int) bool {
+		return order[s.InitContainerStatuses[i].Name] < order[s.InitContainerStatuses[j].Name]
+	})
+}
+
+// statusEqualByAgent compares two normalised statuses on what the agent
+// owns: its conditions by type, status, reason and message (not times), and
+// every other field except others' conditions and resource claim statuses.
+func statusEqualByAgent(a, b *v1.PodStatus) bool {
+	owned := func(s *v1.PodStatus) map[v1.PodConditionType]v1.PodCondition {
+		out := make(map[v1.PodConditionType]v1.PodCondition)
+		for _, c := range s.Conditions {
+			if statusConditionOwnedByAgent(c.Type) || statusConditionShared(c.Type) {
+				out[c.Type] = c
+			}
+		}
+		return out
+	}
+	ac, bc := owned(a), owned(b)
+	if len(ac) != len(bc) {
+		return false
+	}
+	for t, c := range bc {
+		o, ok := ac[t]
+		if !ok || o.Status != c.Status || o.Reason != c.Reason || o.Message != c.Message {
+			return false
+		}
+	}
+	x := *a
+	x.Conditions = b.Conditions
+	x.ResourceClaimStatuses = b.ResourceClaimStatuses
+	x.ExtendedResourceClaimStatus = b.ExtendedResourceClaimStatus
+	x.NodeAllocatableResourceClaimStatuses = b.NodeAllocatableResourceClaimStatuses
+	return apiequality.Semantic.DeepEqual(&x, b)
+}
+
+// statusMerge is the status to hand the sink, given the status it holds
+// (prev): others' conditions from prev with the agent's from next; a
+// terminal phase is held back while the pod may still have running
+// containers; a terminal phase has Ready and ContainersReady False.
+func statusMerge(pod *v1.Pod, prev, next v1.PodStatus, couldRun bool) v1.PodStatus {
+	conds := make([]v1.PodCondition, 0, len(prev.Conditions)+len(next.Conditions))
+	for _, c := range prev.Conditions {
+		if !statusConditionOwnedByAgent(c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	toTerminal := !statusIsTerminalPhase(prev.Phase) && statusIsTerminalPhase(next.Phase)
+	for _, c := range next.Conditions {
+		switch {
+		case statusConditionOwnedByAgent(c.Type):
+			conds = append(conds, c)
+		case statusConditionShared(c.Type) && toTerminal && !couldRun:
+			conds = statusReplaceOrAppendCondition(conds, c)
+		}
+	}
+	next.Conditions = conds
+	next.ResourceClaimStatuses = prev.ResourceClaimStatuses
+	next.ExtendedResourceClaimStatus = prev.ExtendedResourceClaimStatus
+	next.NodeAllocatableResourceClaimStatuses = prev.NodeAllocatableResourceClaimStatuses
+	if toTerminal && couldRun {
+		next.Phase, next.Reason, next.Message = prev.Phase, prev.Reason, prev.Message
+	}
+	if statusIsTerminalPhase(next.Phase) {
+		statusForceTerminalReadiness(pod, &next)
+	}
+	return next
+}
+
+// statusToSync is one pod status picked for a sync.
+type statusToSync struct {
+	uid      types.UID
+	pod      *v1.Pod
+	status   v1.PodStatus
+	version  uint64
+	finished bool
+}
+
+// SyncOnce offers the sink every status it has not accepted yet: those
+// whose version is newer than the last accepted one, and those whose
+// delivered form changed (a terminal phase held back until the containers
+// stopped). A status the sink refuses stays pending for the next call; the
+// errors of all refusals are returned together, each wrapping ErrStatusSink.
+// After a successful sync of a finished, terminal pod with a deletion
+// timestamp, a sink that implements StatusPodDeleter is asked to delete it,
+// and its status is forgotten.
+func (m *StatusManager) SyncOnce(ctx context.Context) error {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+
+	m.mu.Lock()
+	todo := make([]statusToSync, 0, len(m.statuses))
+	for uid, e := range m.statuses {
+		todo = append(todo, statusToSync{uid: uid, pod: e.pod, status: e.status, version: e.version, finished: e.finished})
+	}
+	for uid := range m.sent {
+		if _, ok := m.statuses[uid]; !ok {
+			delete(m.sent, uid)
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].uid < todo[j].uid })
+
+	deleter, canDelete := m.sink.(StatusPodDeleter)
+	var errs []error
+	for _, t := range todo {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		sent, ok := m.sent[t.uid]
+		prev := t.pod.Status
+		if ok {
+			prev = sent.status
+		}
+		couldRun := m.activity != nil && m.activity.CouldHaveRunningContainers(t.uid)
+		merged := statusMerge(t.pod, *prev.DeepCopy(), *t.status.DeepCopy(), couldRun)
+		deletable := canDelete && t.finished && t.pod.DeletionTimestamp != nil && !statusIsMirrorPod(t.pod) && statusIsTerminalPhase(merged.Phase)
+		if ok && sent.version >= t.version && statusEqualByAgent(&sent.status, &merged) && !deletable {
+			continue
+		}
+		pod := t.pod.DeepCopy()
+		pod.Status = *merged.DeepCopy()
+		if err := m.sink.SyncPodStatus(ctx, pod, merged); err != nil {
+			m.log.Info("pod status not delivered", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Uint64("version", t.version), zap.Error(err))
+			errs = append(errs, fmt.Errorf("%w: pod %s/%s (uid %s): %w", ErrStatusSink, pod.Namespace, pod.Name, t.uid, err))
+			continue
+		}
+		m.sent[t.uid] = statusSent{version: t.version, status: merged}
+		if !deletable {
+			continue
+		}
+		if err := deleter.DeletePod(ctx, pod); err != nil {
+			errs = append(errs, fmt.Errorf("%w: deleting pod %s/%s (uid %s): %w", ErrStatusSink, pod.Namespace, pod.Name, t.uid, err))
+			continue
+		}
+		m.mu.Lock()
+		if e, ok := m.statuses[t.uid]; ok && e.version == t.version {
+			delete(m.statuses, t.uid)
+		}
+		m.mu.Unlock()
+		delete(m.sent, t.uid)
+	}
+	return errors.Join(errs...)
+}
+
+// signal wakes Run (coalesced).
+func (m *StatusManager) signal() {
+	select {
+	case m.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs at once, then whenever a status changes and every SyncPeriod,
+// until ctx is done; it returns nil then. It runs in the caller's goroutine
+// and starts none. Only one Run may be active at a time.
+func (m *StatusManager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return ErrStatusAlreadyRunning
+	}
+	m.running = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.running = false
+		m.mu.Unlock()
+	}()
+
+	timer := m.clock.NewTimer(m.period)
+	defer timer.Stop()
+	m.syncAndLog(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.notify:
+		case <-timer.C():
+			timer.Reset(m.period)
+		}
+		m.syncAndLog(ctx)
+	}
+}
+
+func (m *StatusManager) syncAndLog(ctx context.Context) {
+	if err := m.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+		m.log.Warn("pod status sync incomplete", zap.Error(err))
+	}
+}

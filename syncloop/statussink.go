@@ -1,0 +1,131 @@
+package syncloop
+
+import (
+	"context"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// StatusSink is where the StatusManager delivers pod statuses: the API
+// server (a status patch), a local store, a test. SyncPodStatus is called
+// with the pod as the agent knows it and the status to record; an error
+// leaves the status pending, and it is offered again on the next sync.
+// Calls come from one goroutine at a time.
+//
+// A sink that can also remove pods implements StatusPodDeleter; the
+// StatusManager finds it by type assertion.
+type StatusSink interface {
+	SyncPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error
+}
+
+// StatusPodDeleter is the optional capability of a StatusSink to delete a
+// pod once it is finished: the StatusManager calls DeletePod after a
+// successful status sync of a pod that has a deletion timestamp, a terminal
+// phase and whose termination the agent has completed (TerminatePod), as
+// the kubelet deletes such pods from the API server (grace 0, UID
+// precondition). Mirror pods are never deleted this way.
+type StatusPodDeleter interface {
+	DeletePod(ctx context.Context, pod *v1.Pod) error
+}
+
+// MemorySink is an in-memory StatusSink and StatusPodDeleter: it keeps the
+// latest status of every pod by UID. It is safe for concurrent use; the
+// zero value is not: use NewMemorySink.
+type MemorySink struct {
+	mu       sync.Mutex
+	statuses map[types.UID]v1.PodStatus
+	deleted  map[types.UID]bool
+	updates  int
+	changed  chan struct{}
+}
+
+// NewMemorySink returns an empty MemorySink.
+func NewMemorySink() *MemorySink {
+	return &MemorySink{
+		statuses: make(map[types.UID]v1.PodStatus),
+		deleted:  make(map[types.UID]bool),
+		changed:  make(chan struct{}, 1),
+	}
+}
+
+// SyncPodStatus records a copy of status as the pod's latest status. It
+// fails only when ctx is done or pod is nil.
+func (s *MemorySink) SyncPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if pod == nil {
+		return ErrStatusNoPod
+	}
+	s.mu.Lock()
+	s.statuses[pod.UID] = *status.DeepCopy()
+	delete(s.deleted, pod.UID)
+	s.updates++
+	s.mu.Unlock()
+	s.signal()
+	return nil
+}
+
+// DeletePod forgets the pod's status and remembers that it was deleted.
+func (s *MemorySink) DeletePod(ctx context.Context, pod *v1.Pod) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if pod == nil {
+		return ErrStatusNoPod
+	}
+	s.mu.Lock()
+	delete(s.statuses, pod.UID)
+	s.deleted[pod.UID] = true
+	s.mu.Unlock()
+	s.signal()
+	return nil
+}
+
+func (s *MemorySink) signal() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Get returns a copy of the latest status recorded for uid.
+func (s *MemorySink) Get(uid types.UID) (v1.PodStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.statuses[uid]
+	if !ok {
+		return v1.PodStatus{}, false
+	}
+	return *st.DeepCopy(), true
+}
+
+// Deleted reports whether DeletePod was called for uid (and no status was
+// recorded for it since).
+func (s *MemorySink) Deleted(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deleted[uid]
+}
+
+// Updates is the number of statuses recorded so far.
+func (s *MemorySink) Updates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.updates
+}
+
+// Len is the number of pods with a recorded status.
+func (s *MemorySink) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.statuses)
+}
+
+// Changed receives a value (coalesced) after each recorded status or
+// deletion, for waiting on a StatusManager that runs in the background.
+func (s *MemorySink) Changed() <-chan struct{} {
+	return s.changed
+}
