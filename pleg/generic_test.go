@@ -1,0 +1,531 @@
+package pleg
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+const (
+	running = runtime.ContainerStateRunning
+	exited  = runtime.ContainerStateExited
+	created = runtime.ContainerStateCreated
+	unknown = runtime.ContainerStateUnknown
+)
+
+func TestNewValidates(t *testing.T) {
+	rt := newStub()
+	for name, cfg := range map[string]Config{
+		"Runtime":             {},
+		"RelistPeriod":        {Runtime: rt, RelistPeriod: -1},
+		"RelistThreshold":     {Runtime: rt, RelistPeriod: time.Minute, RelistThreshold: time.Second},
+		"ChannelCapacity":     {Runtime: rt, ChannelCapacity: -1},
+		"RelistQueueCapacity": {Runtime: rt, RelistQueueCapacity: -3},
+	} {
+		_, err := New(cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	g, err := New(Config{Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(g.events) != DefaultChannelCapacity || g.period != DefaultRelistPeriod || g.threshold != DefaultRelistThreshold || g.Cache() == nil {
+		t.Fatalf("defaults not filled: cap %d period %v threshold %v", cap(g.events), g.period, g.threshold)
+	}
+	if rt.lists() != 0 {
+		t.Fatal("New must not talk to the runtime")
+	}
+}
+
+func TestRelisting(t *testing.T) {
+	f := newFixture(t, nil)
+	ch := f.g.Watch()
+
+	// Nothing listed, nothing sent.
+	f.relist(t)
+	expectEvents(t, ch)
+
+	f.rt.setPods(
+		pod("1234", ctr("c1", exited), ctr("c2", running), ctr("c3", unknown)),
+		pod("4567", ctr("c1", exited)),
+	)
+	f.relist(t)
+	// c3 went to unknown: no event (ContainerChanged is never sent).
+	expectEvents(t, ch, "1234/ContainerDied/c1", "1234/ContainerStarted/c2", "4567/ContainerDied/c1")
+
+	// The same listing again: silence.
+	f.relist(t)
+	expectEvents(t, ch)
+
+	// c2 exits, c3 starts, c4 appears created, pod 4567 vanishes with its
+	// exited container.
+	f.rt.setPods(pod("1234", ctr("c2", exited), ctr("c3", running), ctr("c4", created)))
+	f.relist(t)
+	expectEvents(t, ch,
+		"1234/ContainerRemoved/c1", // c1 was exited: only removed
+		"1234/ContainerDied/c2",
+		"1234/ContainerStarted/c3",
+		"4567/ContainerRemoved/c1",
+	)
+	// created and unknown are the same state for events.
+	f.rt.setPods(pod("1234", ctr("c2", exited), ctr("c3", running), ctr("c4", unknown)))
+	f.relist(t)
+	expectEvents(t, ch)
+}
+
+func TestRelistingWithSandboxes(t *testing.T) {
+	f := newFixture(t, nil)
+	ch := f.g.Watch()
+	f.rt.setPods(
+		withSandboxes(pod("p1"), ctr("s1", running)),
+		withSandboxes(pod("p2"), ctr("s2", exited), ctr("s3", running)),
+	)
+	f.relist(t)
+	expectEvents(t, ch, "p1/ContainerStarted/s1", "p2/ContainerDied/s2", "p2/ContainerStarted/s3")
+
+	f.rt.setPods(
+		withSandboxes(pod("p1"), ctr("s1", exited)),
+		withSandboxes(pod("p2"), ctr("s3", running)),
+	)
+	f.relist(t)
+	expectEvents(t, ch, "p1/ContainerDied/s1", "p2/ContainerRemoved/s2")
+}
+
+func TestEventChannelFull(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.ChannelCapacity = 4 })
+	f.rt.setPods(
+		pod("1234", ctr("c1", exited), ctr("c2", running), ctr("c3", unknown)),
+		pod("4567", ctr("c1", exited)),
+	)
+	f.relist(t)
+	_ = drain(f.g.Watch())
+
+	// Five events are due; the channel takes four.
+	f.rt.setPods(pod("1234", ctr("c2", exited), ctr("c3", running), ctr("c4", running)))
+	f.relist(t)
+	all := []string{"1234/ContainerRemoved/c1", "1234/ContainerDied/c2", "1234/ContainerStarted/c3", "1234/ContainerStarted/c4", "4567/ContainerRemoved/c1"}
+	got := drain(f.g.Watch())
+	if len(got) != 4 {
+		t.Fatalf("got %d events %v, want 4", len(got), got)
+	}
+	for _, e := range got {
+		if !slices.Contains(all, e) {
+			t.Errorf("unexpected event %s", e)
+		}
+	}
+	if f.g.DroppedEvents() != 1 {
+		t.Fatalf("dropped %d, want 1", f.g.DroppedEvents())
+	}
+}
+
+func TestDetectingContainerDeaths(t *testing.T) {
+	for _, tc := range []struct {
+		from runtime.ContainerState
+		want []string
+	}{
+		{running, []string{"p/ContainerDied/c1", "p/ContainerRemoved/c1"}},
+		{unknown, []string{"p/ContainerDied/c1", "p/ContainerRemoved/c1"}},
+		{created, []string{"p/ContainerDied/c1", "p/ContainerRemoved/c1"}},
+		{exited, []string{"p/ContainerRemoved/c1"}},
+	} {
+		t.Run(string(tc.from), func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.rt.setPods(pod("p", ctr("c1", tc.from), ctr("c2", running)))
+			f.relist(t)
+			_ = drain(f.g.Watch())
+
+			// c1 vanishes between two relists.
+			f.rt.setPods(pod("p", ctr("c2", running)))
+			f.relist(t)
+			expectEvents(t, f.g.Watch(), tc.want...)
+
+			// The whole pod vanishes.
+			f.rt.setPods()
+			f.relist(t)
+			expectEvents(t, f.g.Watch(), "p/ContainerDied/c2", "p/ContainerRemoved/c2")
+		})
+	}
+}
+
+func TestRelistWithCache(t *testing.T) {
+	f := newFixture(t, nil)
+	ch := f.g.Watch()
+	f.rt.setPods(pod("p", ctr("c1", exited), ctr("c2", running)))
+	boom := errors.New("status unavailable")
+	f.rt.setStatus("p", nil, boom)
+
+	f.relist(t)
+	// The status could not be read: the error is cached, nothing is sent.
+	expectEvents(t, ch)
+	st, err := f.g.Cache().Get("p")
+	if !errors.Is(err, boom) || st != nil {
+		t.Fatalf("cache: %v %v, want nil and %v", st, err, boom)
+	}
+
+	// The runtime recovers: the same changes are detected again.
+	want := &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", ContainerStatuses: []*runtime.ContainerStatus{{ID: "c2", State: running}}}
+	f.rt.setStatus("p", want, nil)
+	f.clock.Step(time.Second)
+	f.relist(t)
+	expectEvents(t, ch, "p/ContainerDied/c1", "p/ContainerStarted/c2")
+	st, err = f.g.Cache().Get("p")
+	if err != nil || st.ID != "p" || len(st.ContainerStatuses) != 1 || !st.TimeStamp.Equal(f.clock.Now()) {
+		t.Fatalf("cache: %+v %v", st, err)
+	}
+}
+
+func TestRemoveCacheEntry(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)))
+	f.relist(t)
+	if st, _ := f.g.Cache().Get("p"); len(st.ContainerStatuses) != 1 {
+		t.Fatalf("not cached: %+v", st)
+	}
+	f.rt.setPods()
+	f.relist(t)
+	st, err := f.g.Cache().Get("p")
+	if err != nil || st.ID != "p" || st.ContainerStatuses != nil || st.Name != "" {
+		t.Fatalf("after removal: %+v %v, want an empty status", st, err)
+	}
+}
+
+func TestHealthy(t *testing.T) {
+	f := newFixture(t, nil)
+	if ok, err := f.g.Healthy(); ok || !errors.Is(err, ErrNotHealthy) {
+		t.Fatalf("before any relist: %v %v", ok, err)
+	}
+	f.relist(t)
+	if ok, err := f.g.Healthy(); !ok || err != nil {
+		t.Fatalf("after a relist: %v %v", ok, err)
+	}
+	f.clock.Step(time.Minute)
+	if ok, _ := f.g.Healthy(); !ok {
+		t.Fatal("1m after a relist: unhealthy")
+	}
+	f.clock.Step(2*time.Minute + time.Second)
+	if ok, err := f.g.Healthy(); ok || !errors.Is(err, ErrNotHealthy) {
+		t.Fatalf("3m1s after a relist: %v %v", ok, err)
+	}
+	// A failed listing does not count.
+	f.rt.podsErr = errors.New("down")
+	if err := f.g.Relist(t.Context()); !errors.Is(err, ErrRelist) {
+		t.Fatalf("relist error: %v", err)
+	}
+	if ok, _ := f.g.Healthy(); ok {
+		t.Fatal("a failed relist made it healthy")
+	}
+	f.rt.podsErr = nil
+	f.relist(t)
+	if ok, _ := f.g.Healthy(); !ok {
+		t.Fatal("unhealthy after a good relist")
+	}
+}
+
+func TestGetPodsErrorChangesNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)))
+	f.relist(t)
+	_ = drain(f.g.Watch())
+	before := f.g.LastRelist()
+
+	f.rt.setPods()
+	f.rt.podsErr = errors.New("down")
+	f.clock.Step(time.Second)
+	if err := f.g.Relist(t.Context()); err == nil {
+		t.Fatal("no error")
+	}
+	expectEvents(t, f.g.Watch())
+	if !f.g.LastRelist().Equal(before) {
+		t.Fatal("last relist time moved")
+	}
+	if st, _ := f.g.Cache().Get("p"); len(st.ContainerStatuses) != 1 {
+		t.Fatal("cache changed")
+	}
+	// Recovery sees the pod gone.
+	f.rt.podsErr = nil
+	f.relist(t)
+	expectEvents(t, f.g.Watch(), "p/ContainerDied/c1", "p/ContainerRemoved/c1")
+}
+
+func TestReinspect(t *testing.T) {
+	boom := errors.New("fail")
+	for _, tc := range []struct {
+		name            string
+		request         bool // RequestReinspect before the relist
+		statusErr       error
+		podDeleted      bool
+		wantStatusCalls int
+		wantFlag        bool // flag still set after the relist
+		wantEvents      []string
+	}{
+		{name: "requested, success", request: true, wantStatusCalls: 1, wantEvents: []string{"p/PodSync"}},
+		{name: "requested, failure", request: true, statusErr: boom, wantStatusCalls: 1, wantFlag: true},
+		{name: "not requested", wantStatusCalls: 0},
+		{name: "requested, pod deleted", request: true, podDeleted: true, wantEvents: []string{"p/PodSync"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			// No containers: only the flag can cause a status read.
+			f.rt.setPods(pod("p"))
+			f.relist(t)
+			_ = drain(f.g.Watch())
+			calls := f.rt.calls("p")
+
+			if tc.request {
+				f.g.RequestReinspect("p")
+			}
+			f.rt.setStatus("p", &runtime.PodStatus{ID: "p", IPs: []string{"10.0.0.9"}}, tc.statusErr)
+			if tc.podDeleted {
+				f.rt.setPods()
+			}
+			f.clock.Step(time.Second)
+			f.relist(t)
+
+			if got := f.rt.calls("p") - calls; got != tc.wantStatusCalls {
+				t.Errorf("GetPodStatus calls %d, want %d", got, tc.wantStatusCalls)
+			}
+			f.g.mu.Lock()
+			_, flag := f.g.reinspect["p"]
+			f.g.mu.Unlock()
+			if flag != tc.wantFlag {
+				t.Errorf("reinspect flag %v, want %v", flag, tc.wantFlag)
+			}
+			expectEvents(t, f.g.Watch(), tc.wantEvents...)
+			st, err := f.g.Cache().Get("p")
+			switch {
+			case tc.statusErr != nil:
+				if !errors.Is(err, boom) {
+					t.Errorf("cached error %v", err)
+				}
+			case tc.podDeleted:
+				if st.ID != "p" || len(st.ContainerStatuses) != 0 || err != nil {
+					t.Errorf("cached %+v %v, want empty", st, err)
+				}
+			case tc.request:
+				if len(st.IPs) != 1 {
+					t.Errorf("cached %+v, want the reinspected status", st)
+				}
+			}
+			if tc.wantFlag {
+				// The next relist retries and succeeds.
+				f.rt.setStatus("p", nil, nil)
+				f.relist(t)
+				expectEvents(t, f.g.Watch(), "p/PodSync")
+			}
+		})
+	}
+}
+
+func TestReinspectWaitsForUnlistedPod(t *testing.T) {
+	f := newFixture(t, nil)
+	f.g.RequestReinspect("later")
+	f.relist(t)
+	expectEvents(t, f.g.Watch())
+	f.rt.setPods(pod("later"))
+	f.relist(t)
+	// The pod has no containers, so only the kept flag explains the sync.
+	expectEvents(t, f.g.Watch(), "later/PodSync")
+}
+
+func TestRelistIPChange(t *testing.T) {
+	for _, ips := range [][]string{{"192.168.1.5"}, {"192.168.1.5", "2000::"}} {
+		f := newFixture(t, nil)
+		ready := &runtimeapi.PodSandboxStatus{Id: "s", State: runtimeapi.PodSandboxState_SANDBOX_READY}
+		f.rt.setPods(pod("p", ctr("c0", running)))
+		f.rt.setStatus("p", &runtime.PodStatus{ID: "p", IPs: ips, SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}, nil)
+		f.relist(t)
+		expectEvents(t, f.g.Watch(), "p/ContainerStarted/c0")
+		if st, _ := f.g.Cache().Get("p"); !slices.Equal(st.IPs, ips) {
+			t.Fatalf("IPs %v", st.IPs)
+		}
+
+		// The container ends and the network is torn down: no IP reported,
+		// no ready sandbox. The old IPs stay.
+		notReady := &runtimeapi.PodSandboxStatus{Id: "s", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}
+		f.rt.setPods(pod("p", ctr("c0", exited)))
+		f.rt.setStatus("p", &runtime.PodStatus{ID: "p", SandboxStatuses: []*runtimeapi.PodSandboxStatus{notReady}}, nil)
+		f.relist(t)
+		expectEvents(t, f.g.Watch(), "p/ContainerDied/c0")
+		if st, _ := f.g.Cache().Get("p"); !slices.Equal(st.IPs, ips) {
+			t.Fatalf("IPs after teardown %v, want %v kept", st.IPs, ips)
+		}
+
+		// A ready sandbox without IPs (e.g. host network) means no IPs.
+		f.rt.setPods(pod("p", ctr("c0", exited), ctr("c1", running)))
+		f.rt.setStatus("p", &runtime.PodStatus{ID: "p", SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}, nil)
+		f.relist(t)
+		expectEvents(t, f.g.Watch(), "p/ContainerStarted/c1")
+		if st, _ := f.g.Cache().Get("p"); len(st.IPs) != 0 {
+			t.Fatalf("IPs with a ready sandbox %v, want none", st.IPs)
+		}
+	}
+}
+
+func TestRelistUpdatesCacheTime(t *testing.T) {
+	synctest.Test(t, testRelistUpdatesCacheTime)
+}
+
+func testRelistUpdatesCacheTime(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)))
+	f.relist(t)
+	start := f.clock.Now()
+	f.clock.Step(time.Second)
+	// A waiter for a status newer than now is released by the next relist,
+	// even though the pod did not change.
+	done := make(chan *runtime.PodStatus)
+	go func() {
+		st, _ := f.g.Cache().GetNewerThan(t.Context(), "p", start)
+		done <- st
+	}()
+	synctest.Wait()
+	if f.g.Cache().waiting() != 1 {
+		t.Fatal("GetNewerThan did not block")
+	}
+	f.clock.Step(time.Second)
+	f.relist(t)
+	if st := <-done; len(st.ContainerStatuses) != 1 {
+		t.Fatalf("got %+v", st)
+	}
+}
+
+func TestRelistPod(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)), pod("q", ctr("d1", running)))
+	f.relist(t)
+	_ = drain(f.g.Watch())
+	listed := f.rt.lists()
+
+	// p's container exits; only p is relisted.
+	f.rt.setPods(pod("p", ctr("c1", exited)), pod("q", ctr("d1", exited)))
+	f.clock.Step(time.Second)
+	if err := f.g.RelistPod(t.Context(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, f.g.Watch(), "p/ContainerDied/c1")
+	if f.rt.lists() != listed {
+		t.Fatal("RelistPod listed all pods")
+	}
+	// The next global relist does not report p again, but reports q.
+	f.relist(t)
+	expectEvents(t, f.g.Watch(), "q/ContainerDied/d1")
+
+	// An unchanged pod is marked observed: a waiter is released.
+	f.clock.Step(time.Second)
+	before := f.clock.Now()
+	f.clock.Step(time.Second)
+	if err := f.g.RelistPod(t.Context(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, f.g.Watch())
+	if _, err := f.g.Cache().GetNewerThan(t.Context(), "p", before); err != nil {
+		t.Fatal(err)
+	}
+
+	// A pod that has vanished.
+	f.rt.setPods(pod("q", ctr("d1", exited)))
+	if err := f.g.RelistPod(t.Context(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, f.g.Watch(), "p/ContainerRemoved/c1")
+
+	// Runtime errors change nothing.
+	f.rt.setStatus("q", nil, errors.New("down"))
+	if err := f.g.RelistPod(t.Context(), "q"); !errors.Is(err, ErrRelist) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestOnDemandRelistSkippedWhenStale(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)))
+	f.relist(t)
+	calls := f.rt.calls("p")
+
+	// A request made before (or at) the last global relist is covered by it.
+	if f.g.serve(t.Context(), relistRequest{uid: "p", at: f.clock.Now()}) {
+		t.Fatal("stale request served")
+	}
+	if f.g.serve(t.Context(), relistRequest{uid: "p", at: f.clock.Now().Add(-time.Second)}) {
+		t.Fatal("stale request served")
+	}
+	if f.rt.calls("p") != calls {
+		t.Fatal("stale request reached the runtime")
+	}
+	// A newer one is served.
+	f.clock.Step(time.Millisecond)
+	if !f.g.serve(t.Context(), relistRequest{uid: "p", at: f.clock.Now()}) || f.rt.calls("p") != calls+1 {
+		t.Fatal("fresh request not served")
+	}
+}
+
+func TestRequestRelistQueueFull(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.RelistQueueCapacity = 2 })
+	for range 5 {
+		f.g.RequestRelist("p") // never blocks
+	}
+	if len(f.g.requests) != 2 {
+		t.Fatalf("queued %d", len(f.g.requests))
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, func(c *Config) { c.Registerer = reg; c.ChannelCapacity = 1 })
+	f.relist(t)
+	f.clock.Step(2 * time.Second)
+	f.rt.setPods(pod("p", ctr("c1", running), ctr("c2", running)))
+	f.relist(t)
+	_, _ = f.g.Healthy()
+	n, err := testutil.GatherAndCount(reg, "kubelet_pleg_relist_duration_seconds", "kubelet_pleg_relist_interval_seconds")
+	if err != nil || n != 2 {
+		t.Fatalf("metrics: %d %v", n, err)
+	}
+	if v := testutil.ToFloat64(f.g.metrics.discarded); v != 1 {
+		t.Fatalf("discarded %v", v)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kubelet_pleg_relist_interval_seconds Interval in seconds between the starts of two relists in PLEG.
+# TYPE kubelet_pleg_relist_interval_seconds histogram
+kubelet_pleg_relist_interval_seconds_bucket{le="0.005"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="0.01"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="0.025"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="0.05"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="0.1"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="0.25"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="0.5"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="1"} 0
+kubelet_pleg_relist_interval_seconds_bucket{le="2.5"} 1
+kubelet_pleg_relist_interval_seconds_bucket{le="5"} 1
+kubelet_pleg_relist_interval_seconds_bucket{le="10"} 1
+kubelet_pleg_relist_interval_seconds_bucket{le="+Inf"} 1
+kubelet_pleg_relist_interval_seconds_sum 2
+kubelet_pleg_relist_interval_seconds_count 1
+`), "kubelet_pleg_relist_interval_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	// A second PLEG on the same registry is a config error.
+	if _, err := New(Config{Runtime: f.rt, Registerer: reg}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("duplicate registration: %v", err)
+	}
+}
+
+func TestNilPodsAndContainersAreIgnored(t *testing.T) {
+	f := newFixture(t, nil)
+	p := pod("p", nil, ctr("c1", running))
+	p.Sandboxes = []*runtime.Container{nil}
+	f.rt.setPods(nil, p)
+	f.relist(t)
+	expectEvents(t, f.g.Watch(), "p/ContainerStarted/c1")
+}
