@@ -547,9 +547,9 @@ func (p *PodWorkers) KillPodAndWait(ctx context.Context, pod *v1.Pod, evict bool
 		UpdateType: SyncPodKill,
 		Pod:        pod,
 		KillPodOptions: &KillPodOptions{
-			CompletedCh:   done,
-			Evict:         evict,
-			PodStatusFunc: statusFn,
+			CompletedCh:                              done,
+			Evict:                                    evict,
+			PodStatusFunc:                            statusFn,
 			PodTerminationGracePeriodSecondsOverride: gracePeriodOverride,
 		},
 	})
