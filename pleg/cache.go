@@ -115,12 +115,15 @@ func (c *Cache) Delete(uid types.UID) {
 	delete(c.pods, uid)
 }
 
-// UpdateTime sets the global time: every record, and every absence of a
-// record, is at least as new as timestamp. It wakes the waiters satisfied.
+// UpdateTime advances the global time: every record, and every absence of
+// a record, is at least as new as timestamp. It wakes the waiters satisfied.
+// The global time never moves backwards.
 func (c *Cache) UpdateTime(timestamp time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.global = timestamp
+	if timestamp.After(c.global) {
+		c.global = timestamp // never backwards: relists and event updates interleave
+	}
 	for uid := range c.waiters {
 		c.notifyLocked(uid, timestamp)
 	}
