@@ -1,0 +1,349 @@
+package podconfig
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// DefaultFilePeriod is how often a file source re-reads its path when
+// FileSourceConfig.Period is 0 (the kubelet's).
+const DefaultFilePeriod = 20 * time.Second
+
+// FileSourceConfig configures a FileSource.
+type FileSourceConfig struct {
+	// Path is a manifest file or a directory of manifests (not recursive;
+	// names starting with '.' are ignored; files are read in name order).
+	Path string
+	// NodeName is the node the static pods run on.
+	NodeName string
+	// Period between full re-reads; default DefaultFilePeriod. File system
+	// notifications make most changes show up sooner.
+	Period time.Duration
+	// Clock drives the period. Default clock.RealClock{}.
+	Clock clock.WithTicker
+	// Logger; default zap.NewNop(). Named "podconfig.file".
+	Logger *zap.Logger
+	// Out receives a SET (Source SourceFile) with all the pods whenever they
+	// change, typically PodConfig.Channel(SourceFile). Required.
+	Out chan<- PodUpdate
+	// OnError, if set, is called with every manifest that fails to decode
+	// (the error names the file and the line or field). It is called from
+	// Sync or Run's goroutine, once per distinct broken content.
+	OnError func(path string, err error)
+}
+
+// FileSource reads static pod manifests from a file or a directory.
+//
+// Rules: a missing path gives an empty SET (so the source counts as seen); a
+// manifest that stops parsing keeps the pods of its last good version (a
+// half-written file never stops a running pod); a manifest that never parsed
+// contributes no pods; when Path is a single file that has never parsed,
+// nothing is sent at all; unchanged contents (by SHA-256 per file) are not
+// decoded again and an unchanged pod set is not sent again.
+type FileSource struct {
+	cfg FileSourceConfig
+	log *zap.Logger
+
+	mu      sync.Mutex // serializes scans
+	files   map[string]*fileState
+	sent    bool
+	dirty   bool
+	running bool
+}
+
+type fileState struct {
+	sum    [32]byte
+	pods   []*v1.Pod // last good version; nil if it never parsed
+	good   bool      // pods came from a successful decode
+	errMsg string    // the error of the current content, if any
+}
+
+// NewFileSource validates cfg. It does no I/O.
+func NewFileSource(cfg FileSourceConfig) (*FileSource, error) {
+	if cfg.Path == "" {
+		return nil, fmt.Errorf("%w: Path: empty", ErrInvalidConfig)
+	}
+	if cfg.NodeName == "" {
+		return nil, fmt.Errorf("%w: NodeName: empty", ErrInvalidConfig)
+	}
+	if cfg.Out == nil {
+		return nil, fmt.Errorf("%w: Out: nil channel", ErrInvalidConfig)
+	}
+	if cfg.Period < 0 {
+		return nil, fmt.Errorf("%w: Period: %v is negative", ErrInvalidConfig, cfg.Period)
+	}
+	if cfg.Period == 0 {
+		cfg.Period = DefaultFilePeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &FileSource{cfg: cfg, log: cfg.Logger.Named("podconfig.file"), files: make(map[string]*fileState)}, nil
+}
+
+// Sync reads Path once and sends a SET on Out if the pods changed since the
+// last send (the first Sync always sends, unless Path is a single file that
+// does not parse). It blocks until Out takes the update or ctx is done.
+func (s *FileSource) Sync(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pods, send, err := s.scanLocked()
+	if err != nil {
+		return err
+	}
+	if !send {
+		return nil
+	}
+	select {
+	case s.cfg.Out <- PodUpdate{Op: SET, Source: SourceFile, Pods: pods}:
+		s.sent = true
+		s.dirty = false
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// scanLocked reads the path and returns the pods to send and whether to
+// send them.
+func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
+	info, err := os.Stat(s.cfg.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if len(s.files) > 0 {
+			s.files = make(map[string]*fileState)
+			s.dirty = true
+		}
+		return []*v1.Pod{}, !s.sent || s.dirty, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("podconfig: file source: %w", err)
+	}
+
+	var names []string
+	single := !info.IsDir()
+	if single {
+		names = []string{s.cfg.Path}
+	} else {
+		entries, err := os.ReadDir(s.cfg.Path)
+		if err != nil {
+			return nil, false, fmt.Errorf("podconfig: file source: %w", err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			p := filepath.Join(s.cfg.Path, e.Name())
+			fi, err := os.Stat(p) // follows symlinks
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			names = append(names, p)
+		}
+		sort.Strings(names)
+	}
+
+	present := make(map[string]bool, len(names))
+	for _, name := range names {
+		present[name] = true
+		s.readFileLocked(name)
+	}
+	for name := range s.files {
+		if !present[name] {
+			delete(s.files, name)
+			s.dirty = true
+		}
+	}
+	if single {
+		if st := s.files[s.cfg.Path]; st == nil || !st.good {
+			return nil, false, nil
+		}
+	}
+	if s.sent && !s.dirty {
+		return nil, false, nil
+	}
+	var pods []*v1.Pod
+	for _, name := range names {
+		if st := s.files[name]; st != nil {
+			for _, p := range st.pods {
+				pods = append(pods, p.DeepCopy())
+			}
+		}
+	}
+	if pods == nil {
+		pods = []*v1.Pod{}
+	}
+	return pods, true, nil
+}
+
+// readFileLocked reads one manifest and updates its state.
+func (s *FileSource) readFileLocked(name string) {
+	st := s.files[name]
+	if st == nil {
+		st = &fileState{}
+		s.files[name] = st
+		s.dirty = true // a new file, even a broken one, changes the set of files
+	}
+	data, err := readLimited(name)
+	if err != nil {
+		s.reportLocked(name, st, err)
+		return
+	}
+	sum := sha256.Sum256(data)
+	if st.sum == sum && (st.good || st.errMsg != "") {
+		return // same bytes: same outcome as last time
+	}
+	st.sum = sum
+	pods, err := DecodeStaticPods(data, StaticPodOptions{
+		NodeName: s.cfg.NodeName, Source: SourceFile, Origin: name, AddNoExecuteToleration: true,
+	})
+	if err != nil {
+		s.reportLocked(name, st, err)
+		return
+	}
+	st.pods, st.good, st.errMsg = pods, true, ""
+	s.dirty = true
+}
+
+func (s *FileSource) reportLocked(name string, st *fileState, err error) {
+	if st.errMsg == err.Error() {
+		return
+	}
+	st.errMsg = err.Error()
+	if st.good {
+		s.log.Warn("manifest no longer parses; keeping its last good version", zap.String("file", name), zap.Error(err))
+	} else {
+		s.log.Warn("manifest does not parse; ignoring it", zap.String("file", name), zap.Error(err))
+	}
+	if s.cfg.OnError != nil {
+		s.cfg.OnError(name, err)
+	}
+}
+
+func readLimited(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxManifestSize {
+		return nil, fmt.Errorf("%w: %s: %w: more than %d bytes", ErrInvalidManifest, name, ErrTooLarge, MaxManifestSize)
+	}
+	return data, nil
+}
+
+// Run syncs at once, then again on every file system event under Path and
+// every Period. If watching fails (or the watcher reports an error), it
+// keeps polling every Period and tries to watch again each time. Errors from
+// a sync are logged, not returned. Run returns ctx.Err() once ctx is done
+// and its goroutine (the watcher) is closed. It may run only once at a time.
+func (s *FileSource) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return ErrAlreadyRunning
+	}
+	s.running = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+
+	ticker := s.cfg.Clock.NewTicker(s.cfg.Period)
+	defer ticker.Stop()
+	var w *fsnotify.Watcher
+	defer func() {
+		if w != nil {
+			_ = w.Close()
+		}
+	}()
+	sync := func() {
+		if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("reading static pod manifests failed", zap.String("path", s.cfg.Path), zap.Error(err))
+		}
+	}
+	watch := func() {
+		if w != nil {
+			return
+		}
+		nw, err := s.newWatcher()
+		if err != nil {
+			s.log.Debug("cannot watch; polling", zap.String("path", s.cfg.Path), zap.Error(err))
+			return
+		}
+		w = nw
+	}
+	watch()
+	sync()
+	for {
+		var events chan fsnotify.Event
+		var errs chan error
+		if w != nil {
+			events, errs = w.Events, w.Errors
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C():
+			watch()
+			sync()
+		case ev, ok := <-events:
+			if !ok {
+				_ = w.Close()
+				w = nil
+				continue
+			}
+			if strings.HasPrefix(filepath.Base(ev.Name), ".") && ev.Name != s.cfg.Path {
+				continue
+			}
+			sync()
+		case err, ok := <-errs:
+			if ok {
+				s.log.Warn("file watcher failed; polling", zap.Error(err))
+			}
+			_ = w.Close()
+			w = nil
+		}
+	}
+}
+
+// newWatcher watches Path when it is a directory, else the directory holding
+// it (so a file replaced by rename is seen).
+func (s *FileSource) newWatcher() (*fsnotify.Watcher, error) {
+	dir := s.cfg.Path
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(dir); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	return w, nil
+}
