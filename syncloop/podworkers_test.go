@@ -651,7 +651,6 @@ func containsStr(s, sub string) bool {
 }
 
 func TestRunLifecycle(t *testing.T) {
-	defer func() {}()
 	synctest.Test(t, func(t *testing.T) {
 		s, c := newFakeSyncer(), newFakeCache()
 		p, err := NewPodWorkers(PodWorkersConfig{Syncer: s, Cache: c})
