@@ -542,10 +542,19 @@ func toPLEGState(s runtime.ContainerState) plegState {
 	return stateUnknown
 }
 
-// stateIn returns the state of the container or sandbox id in p.
-func stateIn(p *runtime.Pod, id string) plegState {
+// stateIn returns the state of the container or sandbox id in p. The entry
+// is looked for first at index hint of the same list (listings usually keep
+// their order), then everywhere.
+func stateIn(p *runtime.Pod, id string, sandbox bool, hint int) plegState {
 	if p == nil {
 		return stateNonExistent
+	}
+	list := p.Containers
+	if sandbox {
+		list = p.Sandboxes
+	}
+	if hint < len(list) && list[hint] != nil && list[hint].ID == id {
+		return toPLEGState(list[hint].State)
 	}
 	for _, c := range p.Containers {
 		if c != nil && c.ID == id {
@@ -564,18 +573,18 @@ func stateIn(p *runtime.Pod, id string) plegState {
 // and cur (old ones first). It allocates nothing when dst has room.
 func appendPodEvents(dst []pendingEvent, old, cur *runtime.Pod) []pendingEvent {
 	if old != nil {
-		for _, list := range [2][]*runtime.Container{old.Containers, old.Sandboxes} {
-			for _, c := range list {
+		for k, list := range [2][]*runtime.Container{old.Containers, old.Sandboxes} {
+			for i, c := range list {
 				if c != nil {
-					dst = appendTransition(dst, c.ID, toPLEGState(c.State), stateIn(cur, c.ID))
+					dst = appendTransition(dst, c.ID, toPLEGState(c.State), stateIn(cur, c.ID, k == 1, i))
 				}
 			}
 		}
 	}
 	if cur != nil {
-		for _, list := range [2][]*runtime.Container{cur.Containers, cur.Sandboxes} {
-			for _, c := range list {
-				if c != nil && stateIn(old, c.ID) == stateNonExistent {
+		for k, list := range [2][]*runtime.Container{cur.Containers, cur.Sandboxes} {
+			for i, c := range list {
+				if c != nil && stateIn(old, c.ID, k == 1, i) == stateNonExistent {
 					dst = appendTransition(dst, c.ID, stateNonExistent, toPLEGState(c.State))
 				}
 			}

@@ -529,3 +529,15 @@ func TestNilPodsAndContainersAreIgnored(t *testing.T) {
 	f.relist(t)
 	expectEvents(t, f.g.Watch(), "p/ContainerStarted/c1")
 }
+
+func TestReorderedListingIsSilent(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(withSandboxes(pod("p", ctr("a", running), ctr("b", exited), ctr("c", running)), ctr("s", running)))
+	f.relist(t)
+	_ = drain(f.g.Watch())
+	// Same containers in another order, the sandbox listed among the
+	// containers' positions: no events.
+	f.rt.setPods(withSandboxes(pod("p", ctr("c", running), ctr("a", running), ctr("b", exited)), ctr("s", running)))
+	f.relist(t)
+	expectEvents(t, f.g.Watch())
+}

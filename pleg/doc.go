@@ -1,0 +1,60 @@
+// Package pleg is the pod lifecycle event generator: it watches the
+// container runtime and tells the rest of the agent when a pod's containers
+// start, die or disappear, and keeps a Cache of every pod's runtime status
+// that pod workers read (and wait on) instead of asking the runtime.
+//
+// # Generic relisting
+//
+// A GenericPLEG lists every pod with Runtime.GetPods(ctx, true) once a
+// RelistPeriod (1s) and compares each container and sandbox with the
+// previous listing. "created" and "unknown" count as one state, and a
+// container missing from a listing is "non-existent":
+//
+//	→ running       ContainerStarted
+//	→ exited        ContainerDied
+//	→ created/unknown  nothing (ContainerChanged exists but is never sent)
+//	→ non-existent  ContainerRemoved if it was exited, else ContainerDied and ContainerRemoved
+//
+// Event.Data is the container's (or sandbox's) CRI id. For every pod that
+// has events, or was flagged with RequestReinspect, the PLEG reads the pod's
+// status (Runtime.GetPodStatus) into the Cache and then sends the events
+// (a PodSync if there were none). If the status cannot be read the error is
+// cached, the pod is flagged again and no event is sent: the next relist sees
+// the same changes. A pod that no longer lists is deleted from the Cache. A
+// status without IPs and without a ready sandbox keeps the cached IPs, so a
+// finished pod still reports the IP it had. Events are sent without blocking:
+// if the Watch channel (capacity 1000) is full they are dropped and counted.
+// After each relist the Cache's global time moves to the relist's start,
+// which releases GetNewerThan waiters of unchanged pods.
+//
+// Healthy is false until a relist succeeds and when the last one started
+// more than RelistThreshold (3m) ago. RequestRelist queues an on-demand relist
+// of a single pod (RelistPod), which Run serves unless a global relist
+// started after the request. A relist that changes nothing allocates nothing.
+//
+// # Evented mode
+//
+// An EventedPLEG follows the CRI container event stream (GetContainerEvents),
+// turning each event into a cache update and events, while its GenericPLEG
+// relists only every 300s (unhealthy after 10m). If the runtime answers
+// Unimplemented (containerd 1.6 does) or the stream fails MaxStreamRetries
+// (5) times, it logs why and falls back to relisting every second.
+//
+// # Wiring
+//
+//	mgr, _ := runtime.New(runtime.Config{Runtime: cri, Images: cri})
+//	g, err := pleg.New(pleg.Config{Runtime: mgr, Registerer: reg})
+//	go g.Run(ctx)
+//	for e := range g.Watch() {
+//		status, err := g.Cache().GetNewerThan(ctx, e.ID, lastSync)
+//		...
+//	}
+//
+// With an event-capable runtime use pleg.NewEvented(pleg.EventedConfig{
+// Config: cfg, Events: criClient}) instead; it has the same Watch, Cache,
+// Healthy, RequestReinspect and RequestRelist.
+//
+// Metrics (when Config.Registerer is set): kubelet_pleg_relist_duration_seconds,
+// kubelet_pleg_relist_interval_seconds, kubelet_pleg_discard_events and
+// kubelet_pleg_last_seen_seconds, named as the kubelet names them.
+package pleg
