@@ -321,7 +321,9 @@ func TestStatusManagerTerminatePodDefaultsUnknown(t *testing.T) {
 			return s.Terminated != nil && s.Terminated.ExitCode == 2
 		}
 	}
-	cs := func(name string, st v1.ContainerState) v1.ContainerStatus { return v1.ContainerStatus{Name: name, State: st} }
+	cs := func(name string, st v1.ContainerState) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, State: st}
+	}
 	withLast := func(c v1.ContainerStatus, code int32) v1.ContainerStatus {
 		c.LastTerminationState = exited(code)
 		return c
