@@ -87,12 +87,8 @@ func (f *fingerprinter) mapSum(m map[string]string, skipLocal bool) uint64 {
 			continue
 		}
 		n++
-		var h maphash.Hash
-		h.SetSeed(f.seed)
-		_, _ = h.WriteString(k)
-		h.WriteByte(0)
-		_, _ = h.WriteString(v)
-		sum += h.Sum64()
+		hk, hv := maphash.String(f.seed, k), maphash.String(f.seed, v)
+		sum += (hk ^ (hv*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019)) * 0xff51afd7ed558ccd
 	}
 	return sum + uint64(n)*0x9e3779b97f4a7c15
 }
@@ -193,10 +189,11 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 // update (the later one), logging why.
 func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
 	out := pods[:0:0]
-	var names map[string]struct{}
+	type nsName struct{ ns, name string }
+	var names map[nsName]struct{}
 	var uids map[types.UID]struct{}
 	if len(pods) > 1 {
-		names = make(map[string]struct{}, len(pods))
+		names = make(map[nsName]struct{}, len(pods))
 		uids = make(map[types.UID]struct{}, len(pods))
 	}
 	for i, p := range pods {
@@ -210,18 +207,19 @@ func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
 			continue
 		}
 		if names != nil {
-			full := p.Namespace + "/" + p.Name
-			if _, dup := names[full]; dup {
+			key := nsName{p.Namespace, p.Name}
+			if _, dup := names[key]; dup {
+				full := p.Namespace + "/" + p.Name
 				c.log.Info("dropping a pod: duplicate namespace/name in one update",
 					zap.String("source", source), zap.Int("index", i), zap.String("pod", full), zap.String("uid", string(p.UID)))
 				continue
 			}
 			if _, dup := uids[p.UID]; dup {
 				c.log.Info("dropping a pod: duplicate UID in one update",
-					zap.String("source", source), zap.Int("index", i), zap.String("pod", full), zap.String("uid", string(p.UID)))
+					zap.String("source", source), zap.Int("index", i), zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(p.UID)))
 				continue
 			}
-			names[full] = struct{}{}
+			names[key] = struct{}{}
 			uids[p.UID] = struct{}{}
 		}
 		out = append(out, p)
