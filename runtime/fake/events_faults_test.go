@@ -58,7 +58,7 @@ func TestContainerEvents(t *testing.T) {
 		t.Fatalf("created event %v", ev)
 	}
 	ev = l.next(t)
-	if ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT || ev.CreatedAt != t0.UnixNano() ||
+	if ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT || ev.CreatedAt != t0().UnixNano() ||
 		ev.ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Fatalf("started event %v", ev)
 	}
@@ -66,7 +66,7 @@ func TestContainerEvents(t *testing.T) {
 	waitWaiters(t, fc, 1)
 	fc.Step(10 * time.Second)
 	ev = l.next(t)
-	if ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT || ev.CreatedAt != t0.Add(10*time.Second).UnixNano() ||
+	if ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT || ev.CreatedAt != t0().Add(10*time.Second).UnixNano() ||
 		ev.ContainersStatuses[0].ExitCode != 0 || ev.ContainersStatuses[0].State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		t.Fatalf("stopped event %v", ev)
 	}

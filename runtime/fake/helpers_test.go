@@ -15,11 +15,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+func t0() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 func newFake(t testing.TB, cfg Config) (*Runtime, *clocktesting.FakeClock) {
 	t.Helper()
-	fc := clocktesting.NewFakeClock(t0)
+	fc := clocktesting.NewFakeClock(t0())
 	if cfg.Clock == nil {
 		cfg.Clock = fc
 	}
@@ -116,3 +116,21 @@ func waitWaiters(t testing.TB, fc *clocktesting.FakeClock, n int) {
 }
 
 func codeOf(err error) codes.Code { return grpcstatus.Code(err) }
+
+// waitSubscribers waits (without sleeping) until n event streams are subscribed.
+func waitSubscribers(t testing.TB, r *Runtime, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		have := len(r.subs)
+		r.mu.Unlock()
+		if have >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %d event subscribers (have %d)", n, have)
+		}
+		runtime.Gosched()
+	}
+}

@@ -94,8 +94,8 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Fatalf("ips %v", ips)
 	}
 	st, _ := r.PodSandboxStatus(ctx, a, false)
-	if st.Status.CreatedAt != t0.UnixNano() {
-		t.Fatalf("createdAt %d, want %d", st.Status.CreatedAt, t0.UnixNano())
+	if st.Status.CreatedAt != t0().UnixNano() {
+		t.Fatalf("createdAt %d, want %d", st.Status.CreatedAt, t0().UnixNano())
 	}
 
 	c1 := mustStart(t, r, a, ctrConfig("c1", "busybox", "sleep", "3600"))
@@ -195,7 +195,7 @@ func TestContainerLifecycle(t *testing.T) {
 
 	st := ctrStatus(t, r, id)
 	wantState(t, st, runtimeapi.ContainerState_CONTAINER_CREATED, 0, "")
-	if st.CreatedAt != t0.UnixNano() || st.StartedAt != 0 || st.Labels["mutated"] != "" || st.Annotations["k"] != "v" ||
+	if st.CreatedAt != t0().UnixNano() || st.StartedAt != 0 || st.Labels["mutated"] != "" || st.Annotations["k"] != "v" ||
 		st.LogPath != "/var/log/pods/p/app/0.log" || len(st.Mounts) != 1 || st.Resources.Linux.MemoryLimitInBytes != 1<<30 ||
 		st.Image.Image != "busybox" || !strings.HasPrefix(st.ImageRef, "sha256:") {
 		t.Fatalf("status %v", st)
@@ -212,7 +212,7 @@ func TestContainerLifecycle(t *testing.T) {
 	wantCode(t, r.StartContainer(ctx, "missing"), codes.NotFound, ErrNotFound)
 	st = ctrStatus(t, r, id)
 	wantState(t, st, runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "")
-	if st.StartedAt != t0.Add(2*time.Second).UnixNano() {
+	if st.StartedAt != t0().Add(2*time.Second).UnixNano() {
 		t.Fatalf("startedAt %d", st.StartedAt)
 	}
 	// Unique id prefixes work like ids.

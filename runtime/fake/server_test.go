@@ -54,6 +54,7 @@ func TestServeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitSubscribers(t, r, 1)
 	sbResp, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("p", false, nil)})
 	if err != nil {
 		t.Fatal(err)

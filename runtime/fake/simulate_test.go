@@ -24,7 +24,7 @@ func TestProcessesFollowTheClock(t *testing.T) {
 	fc.Step(1500 * time.Millisecond)
 	st := ctrStatus(t, r, ann)
 	wantState(t, st, runtimeapi.ContainerState_CONTAINER_EXITED, 4, "Error")
-	if st.FinishedAt != t0.Add(time.Second).UnixNano() {
+	if st.FinishedAt != t0().Add(time.Second).UnixNano() {
 		t.Fatalf("finishedAt %v, want start+1s", time.Unix(0, st.FinishedAt))
 	}
 	wantState(t, ctrStatus(t, r, script), runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "")
@@ -59,7 +59,7 @@ func TestStopHandlesVersusIgnores(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := ctrStatus(t, r, id)
-		if st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.ExitCode != code || st.FinishedAt != t0.UnixNano() {
+		if st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.ExitCode != code || st.FinishedAt != t0().UnixNano() {
 			t.Fatalf("%s: %v %d at %d", st.Metadata.Name, st.State, st.ExitCode, st.FinishedAt)
 		}
 	}
@@ -82,7 +82,7 @@ func TestStopHandlesVersusIgnores(t *testing.T) {
 	}
 	st := ctrStatus(t, r, sleeper)
 	wantState(t, st, runtimeapi.ContainerState_CONTAINER_EXITED, 137, "Error")
-	if st.FinishedAt != t0.Add(30*time.Second).UnixNano() {
+	if st.FinishedAt != t0().Add(30*time.Second).UnixNano() {
 		t.Fatalf("killed at %v", time.Unix(0, st.FinishedAt))
 	}
 	if fc.HasWaiters() {
@@ -171,8 +171,8 @@ func TestOOMAndStats(t *testing.T) {
 	fc.Step(10 * time.Second) // the limit is reached 5s after start
 	s := ctrStatus(t, r, hog)
 	wantState(t, s, runtimeapi.ContainerState_CONTAINER_EXITED, 137, "OOMKilled")
-	if s.FinishedAt != t0.Add(5*time.Second).UnixNano() {
-		t.Fatalf("OOM at %v", time.Duration(s.FinishedAt-t0.UnixNano()))
+	if s.FinishedAt != t0().Add(5*time.Second).UnixNano() {
+		t.Fatalf("OOM at %v", time.Duration(s.FinishedAt-t0().UnixNano()))
 	}
 	st, _ = r.ContainerStats(ctx, hog)
 	if st.Cpu.UsageCoreNanoSeconds.Value != uint64(1250*time.Millisecond) || st.Memory.WorkingSetBytes.Value != 0 {
