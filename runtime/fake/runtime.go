@@ -3,7 +3,9 @@ package fake
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -281,7 +283,7 @@ func (r *Runtime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusR
 		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}}},
 		Features:        &runtimeapi.RuntimeFeatures{},
 	}
-	for h := range r.handlers {
+	for _, h := range slices.Sorted(maps.Keys(r.handlers)) {
 		if h != "" {
 			resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: h, Features: &runtimeapi.RuntimeHandlerFeatures{}})
 		}

@@ -334,3 +334,33 @@ func TestExecSync(t *testing.T) {
 		t.Fatalf("last call %+v", calls[len(calls)-1])
 	}
 }
+
+func TestSmallAPI(t *testing.T) {
+	r, _ := newFake(t, Config{RuntimeHandlers: []string{"runc", "kata"}})
+	ctx := t.Context()
+	r.SetRuntimeReady(false)
+	st, _ := r.Status(ctx, false)
+	if st.Status.Conditions[0].Status || st.Status.Conditions[0].Reason == "" {
+		t.Fatal("SetRuntimeReady(false) not reported")
+	}
+	if len(st.RuntimeHandlers) != 3 || st.RuntimeHandlers[1].Name != "kata" || st.RuntimeHandlers[2].Name != "runc" {
+		t.Fatalf("handlers %v", st.RuntimeHandlers)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &ExitError{Code: 7}
+	if !e.Exited() || e.ExitStatus() != 7 || e.String() != "command terminated with exit code 7" || e.Error() != e.String() {
+		t.Fatalf("ExitError %v", e)
+	}
+	b := Behavior{Exits: true, ExitCode: 1, After: 2 * time.Second, Sigterm: SigtermHandle, TermExitCode: 143, MemoryBytes: 10, MemoryGrowth: 5, CPUMillicores: 250}
+	if got := b.String(); got != "exit=1,after=2s,sigterm=handle:143,memory=10+5/s,cpu=250m" {
+		t.Fatalf("String %q", got)
+	}
+	p, err := parseBehavior(b.String())
+	var round Behavior
+	p.apply(&round)
+	if err != nil || round != b {
+		t.Fatalf("String does not parse back: %+v %v", round, err)
+	}
+}

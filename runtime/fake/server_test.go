@@ -162,3 +162,138 @@ func TestServeEventsUnimplemented(t *testing.T) {
 		t.Fatalf("GetContainerEvents: %v", err)
 	}
 }
+
+// TestServeEveryRPC calls each RPC over the wire once and checks its code.
+func TestServeEveryRPC(t *testing.T) {
+	r, _ := newFake(t, Config{Images: []string{"busybox"}})
+	rt, img, stop := serveFake(t, r)
+	defer stop()
+	ctx := t.Context()
+	sbResp, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("p", true, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := sbResp.PodSandboxId
+	cr, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: ctrConfig("c", "busybox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cr.ContainerId
+	if _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c}); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"Status", func() error {
+			st, err := rt.Status(ctx, &runtimeapi.StatusRequest{})
+			if err == nil && len(st.Status.Conditions) != 2 {
+				t.Error("Status conditions")
+			}
+			return err
+		}, codes.OK},
+		{"ListPodSandbox", func() error {
+			l, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+			if err == nil && len(l.Items) != 1 {
+				t.Error("ListPodSandbox items")
+			}
+			return err
+		}, codes.OK},
+		{"UpdateContainerResources", func() error {
+			_, err := rt.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: c, Linux: &runtimeapi.LinuxContainerResources{CpuShares: 2}})
+			return err
+		}, codes.OK},
+		{"ReopenContainerLog", func() error {
+			_, err := rt.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: c})
+			return err
+		}, codes.OK},
+		{"ContainerStats", func() error {
+			s, err := rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: c})
+			if err == nil && s.Stats.Attributes.Id != c {
+				t.Error("ContainerStats id")
+			}
+			return err
+		}, codes.OK},
+		{"ListContainerStats", func() error {
+			s, err := rt.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+			if err == nil && len(s.Stats) != 1 {
+				t.Error("ListContainerStats")
+			}
+			return err
+		}, codes.OK},
+		{"PodSandboxStats", func() error {
+			_, err := rt.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: sb})
+			return err
+		}, codes.OK},
+		{"UpdateRuntimeConfig", func() error {
+			_, err := rt.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{})
+			return err
+		}, codes.OK},
+		{"RuntimeConfig", func() error {
+			_, err := rt.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
+			return err
+		}, codes.OK},
+		{"UpdatePodSandboxResources", func() error {
+			_, err := rt.UpdatePodSandboxResources(ctx, &runtimeapi.UpdatePodSandboxResourcesRequest{PodSandboxId: sb})
+			return err
+		}, codes.OK},
+		{"ListImages", func() error {
+			l, err := img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+			if err == nil && len(l.Images) != 1 {
+				t.Error("ListImages")
+			}
+			return err
+		}, codes.OK},
+		{"RemoveImage", func() error {
+			_, err := img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}})
+			return err
+		}, codes.OK},
+		{"Attach", func() error { _, err := rt.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: c}); return err }, codes.Unimplemented},
+		{"PortForward", func() error {
+			_, err := rt.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sb})
+			return err
+		}, codes.Unimplemented},
+		{"CheckpointContainer", func() error {
+			_, err := rt.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: c})
+			return err
+		}, codes.Unimplemented},
+		{"ListMetricDescriptors", func() error {
+			_, err := rt.ListMetricDescriptors(ctx, &runtimeapi.ListMetricDescriptorsRequest{})
+			return err
+		}, codes.Unimplemented},
+		{"ListPodSandboxMetrics", func() error {
+			_, err := rt.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
+			return err
+		}, codes.Unimplemented},
+		{"StopContainer", func() error {
+			_, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c})
+			return err
+		}, codes.OK},
+		{"RemoveContainer", func() error {
+			_, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c})
+			return err
+		}, codes.OK},
+		{"StopPodSandbox", func() error {
+			_, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb})
+			return err
+		}, codes.OK},
+		{"StopPodSandbox unknown", func() error {
+			_, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "nope"})
+			return err
+		}, codes.NotFound},
+		{"CreateContainer in stopped sandbox", func() error {
+			_, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: ctrConfig("d", "busybox")})
+			return err
+		}, codes.FailedPrecondition},
+	}
+	for _, tc := range calls {
+		if err := tc.call(); grpcstatus.Code(err) != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if n := r.CountCalls("UpdateContainerResources"); n != 1 {
+		t.Errorf("UpdateContainerResources recorded %d times", n)
+	}
+}
