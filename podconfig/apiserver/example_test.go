@@ -1,0 +1,44 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/apiserver"
+)
+
+func Example() {
+	client := fake.NewClientset(&v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec:       v1.PodSpec{NodeName: "node-1"},
+	})
+	out := make(chan podconfig.PodUpdate)
+	src, err := apiserver.New(apiserver.Config{Client: client, NodeName: "node-1", Out: out})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- src.Run(ctx) }()
+
+	u := <-out
+	fmt.Println(u.Op, u.Source, len(u.Pods), u.Pods[0].Name)
+
+	if err := client.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		panic(err)
+	}
+	u = <-out
+	fmt.Println(u.Op, len(u.Pods))
+
+	cancel()
+	fmt.Println(<-done)
+	// Output:
+	// SET api 1 web
+	// SET 0
+	// <nil>
+}
