@@ -223,7 +223,7 @@ func (r *Runtime) StopContainer(ctx context.Context, containerID string, timeout
 	for {
 		at, _, _, _ := c.nextExit()
 		r.mu.Unlock()
-		if err := r.wait(ctx, time.Duration(at-r.nowNano())); err != nil {
+		if err := r.waitUntil(ctx, at, nil); err != nil {
 			return err
 		}
 		r.mu.Lock()

@@ -2,11 +2,9 @@ package fake
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 )
 
 // subscriber is one GetContainerEvents stream: an unbounded queue filled
@@ -81,26 +79,16 @@ func (r *Runtime) next(ctx context.Context, s *subscriber) ([]*runtimeapi.Contai
 		}
 		at, pending := r.nextTransitionLocked()
 		r.mu.Unlock()
-		var (
-			fire  <-chan time.Time
-			timer clock.Timer
-		)
 		if pending {
-			timer = r.clock.NewTimer(time.Duration(at - now))
-			fire = timer.C()
+			if err := r.waitUntil(ctx, at, s.wake); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		var err error
 		select {
 		case <-ctx.Done():
-			err = ctxErr(ctx)
+			return nil, ctxErr(ctx)
 		case <-s.wake:
-		case <-fire:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if err != nil {
-			return nil, err
 		}
 	}
 }

@@ -124,6 +124,29 @@ func (r *Runtime) begin(ctx context.Context, method, id, name string, timeout in
 	return err
 }
 
+// waitUntil blocks until the injected clock reaches at (ns since the epoch),
+// wake has a value, or ctx ends. A fake clock's timer with a duration <= 0
+// only fires on the next Step, so a deadline already passed returns at once.
+func (r *Runtime) waitUntil(ctx context.Context, at int64, wake <-chan struct{}) error {
+	now := r.nowNano()
+	if at <= now {
+		return nil
+	}
+	t := r.clock.NewTimer(time.Duration(at - now))
+	defer t.Stop()
+	if r.nowNano() >= at { // the clock moved past it while the timer was set
+		return nil
+	}
+	select {
+	case <-t.C():
+		return nil
+	case <-wake:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
 // wait blocks for d on the injected clock or until ctx ends.
 func (r *Runtime) wait(ctx context.Context, d time.Duration) error {
 	t := r.clock.NewTimer(d)

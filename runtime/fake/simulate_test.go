@@ -199,3 +199,21 @@ func TestOOMAndStats(t *testing.T) {
 	_, err = r.ContainerStats(ctx, "nope")
 	wantCode(t, err, codes.NotFound, ErrNotFound)
 }
+
+func TestStopWaitsOnARealClock(t *testing.T) {
+	r, err := New(Config{}) // real clock
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	sb := mustRun(t, r, podConfig("p", true, nil))
+	id := mustStart(t, r, sb, ctrConfig("c", "busybox", "sleep", "3600"))
+	start := time.Now()
+	if err := r.StopContainer(ctx, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Fatalf("StopContainer returned after %v, before its 1s timeout", waited)
+	}
+	wantState(t, ctrStatus(t, r, id), runtimeapi.ContainerState_CONTAINER_EXITED, 137, "Error")
+}
