@@ -1,0 +1,309 @@
+package syncloop
+
+import (
+	"fmt"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Admission reasons of the built-in checks (the kubelet's strings).
+const (
+	// ReasonOutOfCPU, ReasonOutOfMemory, ReasonOutOfEphemeralStorage and
+	// ReasonOutOfPods: the pod's requests don't fit the node's allocatable
+	// resources. Other resources give "OutOf<resource name>".
+	ReasonOutOfCPU              = "OutOfcpu"
+	ReasonOutOfMemory           = "OutOfmemory"
+	ReasonOutOfEphemeralStorage = "OutOfephemeral-storage"
+	ReasonOutOfPods             = "OutOfpods"
+	// ReasonNodePorts: a host port of the pod is already used by an active pod.
+	ReasonNodePorts = "NodePorts"
+	// RejectedMessagePrefix starts the status message of a rejected pod.
+	RejectedMessagePrefix = "Pod was rejected: "
+)
+
+// AdmitResult is the verdict of an AdmitHandler.
+type AdmitResult struct {
+	Admit bool
+	// Reason is a short CamelCase reason (the pod status' reason); Message
+	// says why in words.
+	Reason  string
+	Message string
+}
+
+// AdmitHandler decides whether a new pod may run on the node, given the
+// pods that are active there (running or about to; the new pod is not among
+// them). Admit is called from the loop's goroutine, one pod at a time.
+type AdmitHandler interface {
+	Admit(pod *v1.Pod, activePods []*v1.Pod) AdmitResult
+}
+
+// AdmitFunc adapts a function to AdmitHandler.
+type AdmitFunc func(pod *v1.Pod, activePods []*v1.Pod) AdmitResult
+
+// Admit calls f.
+func (f AdmitFunc) Admit(pod *v1.Pod, activePods []*v1.Pod) AdmitResult { return f(pod, activePods) }
+
+// resourceFitAdmitter rejects a pod whose requests, added to those of the
+// active pods, exceed the node's allocatable resources. Only resources the
+// allocatable list names are checked (extended resources the node lacks
+// are ignored, as the kubelet does); the pod count is checked when it names
+// "pods".
+type resourceFitAdmitter struct {
+	allocatable func() v1.ResourceList
+}
+
+// insufficient is one resource that does not fit.
+type insufficient struct {
+	name                      v1.ResourceName
+	requested, used, capacity int64
+}
+
+func (r *resourceFitAdmitter) Admit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
+	if r.allocatable == nil {
+		return AdmitResult{Admit: true}
+	}
+	alloc := r.allocatable()
+	if len(alloc) == 0 {
+		return AdmitResult{Admit: true}
+	}
+	misses := fitResources(pod, active, alloc)
+	if len(misses) == 0 {
+		return AdmitResult{Admit: true}
+	}
+	m := misses[0]
+	reason := "OutOf" + string(m.name)
+	return AdmitResult{
+		Reason: reason,
+		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+			m.name, m.requested, m.used, m.capacity),
+	}
+}
+
+// fitResources returns the resources that don't fit, pods first, then
+// cpu, memory, ephemeral-storage, then the others by name.
+func fitResources(pod *v1.Pod, active []*v1.Pod, alloc v1.ResourceList) []insufficient {
+	var out []insufficient
+	if q, ok := alloc[v1.ResourcePods]; ok {
+		if n := int64(len(active)); n+1 > q.Value() {
+			out = append(out, insufficient{v1.ResourcePods, 1, n, q.Value()})
+		}
+	}
+	req := podRequests(pod)
+	if len(req) == 0 {
+		return out
+	}
+	used := make(map[v1.ResourceName]int64)
+	for _, p := range active {
+		for name, v := range podRequests(p) {
+			used[name] += v
+		}
+	}
+	names := make([]v1.ResourceName, 0, len(req))
+	for name := range req {
+		names = append(names, name)
+	}
+	order := map[v1.ResourceName]int{v1.ResourceCPU: 0, v1.ResourceMemory: 1, v1.ResourceEphemeralStorage: 2}
+	sort.Slice(names, func(i, j int) bool {
+		oi, iok := order[names[i]]
+		oj, jok := order[names[j]]
+		switch {
+		case iok && jok:
+			return oi < oj
+		case iok != jok:
+			return iok
+		}
+		return names[i] < names[j]
+	})
+	for _, name := range names {
+		if name == v1.ResourcePods || req[name] <= 0 {
+			continue
+		}
+		q, ok := alloc[name]
+		if !ok {
+			continue
+		}
+		capacity := quantityValue(name, q)
+		if req[name] > capacity-used[name] {
+			out = append(out, insufficient{name, req[name], used[name], capacity})
+		}
+	}
+	return out
+}
+
+// quantityValue is q in the unit the checks use: millicores for cpu,
+// whole units otherwise.
+func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// podRequests is the effective request of a pod per resource (cpu in
+// millicores): the larger of the regular containers plus sidecars and the
+// largest init container step (an init container with the sidecars started
+// before it), plus the pod overhead. Pod-level requests replace the
+// container sum for the resources they name.
+func podRequests(pod *v1.Pod) map[v1.ResourceName]int64 {
+	sum := make(map[v1.ResourceName]int64)
+	add := func(dst map[v1.ResourceName]int64, list v1.ResourceList) {
+		for name, q := range list {
+			dst[name] += quantityValue(name, q)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(sum, pod.Spec.Containers[i].Resources.Requests)
+	}
+	sidecars := make(map[v1.ResourceName]int64)
+	initMax := make(map[v1.ResourceName]int64)
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		step := make(map[v1.ResourceName]int64)
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			add(sidecars, c.Resources.Requests)
+			add(sum, c.Resources.Requests)
+			for n, v := range sidecars {
+				step[n] = v
+			}
+		} else {
+			add(step, c.Resources.Requests)
+			for n, v := range sidecars {
+				step[n] += v
+			}
+		}
+		for n, v := range step {
+			initMax[n] = max(initMax[n], v)
+		}
+	}
+	for n, v := range initMax {
+		sum[n] = max(sum[n], v)
+	}
+	if pod.Spec.Resources != nil {
+		for name, q := range pod.Spec.Resources.Requests {
+			sum[name] = quantityValue(name, q)
+		}
+	}
+	add(sum, pod.Spec.Overhead)
+	for n, v := range sum {
+		if v == 0 {
+			delete(sum, n)
+		}
+	}
+	return sum
+}
+
+// hostPortAdmitter rejects a pod that asks for a host port (protocol, IP)
+// an active pod already holds. 0.0.0.0 (or no IP) conflicts with every IP.
+type hostPortAdmitter struct{}
+
+type hostPort struct {
+	ip       string
+	protocol v1.Protocol
+	port     int32
+}
+
+func (hostPortAdmitter) Admit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
+	want := podHostPorts(pod)
+	if len(want) == 0 {
+		return AdmitResult{Admit: true}
+	}
+	for _, other := range active {
+		if other == nil || other.UID == pod.UID {
+			continue
+		}
+		for _, a := range podHostPorts(other) {
+			for _, b := range want {
+				if a.port == b.port && a.protocol == b.protocol && (a.ip == b.ip || a.ip == "0.0.0.0" || b.ip == "0.0.0.0") {
+					return AdmitResult{
+						Reason:  ReasonNodePorts,
+						Message: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports",
+					}
+				}
+			}
+		}
+	}
+	return AdmitResult{Admit: true}
+}
+
+// podHostPorts lists the host ports of a pod's containers and sidecars.
+func podHostPorts(pod *v1.Pod) []hostPort {
+	var out []hostPort
+	add := func(c *v1.Container) {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			hp := hostPort{ip: p.HostIP, protocol: p.Protocol, port: p.HostPort}
+			if hp.ip == "" || hp.ip == "::" {
+				hp.ip = "0.0.0.0"
+			}
+			if hp.protocol == "" {
+				hp.protocol = v1.ProtocolTCP
+			}
+			out = append(out, hp)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+	return out
+}
+
+// canAdmitPod runs every admit handler; the first rejection wins.
+func (l *Loop) canAdmitPod(pod *v1.Pod, active []*v1.Pod) AdmitResult {
+	for _, h := range l.admit {
+		r := h.Admit(pod, active)
+		if !r.Admit {
+			if r.Reason == "" {
+				r.Reason = "UnknownReason"
+			}
+			return r
+		}
+	}
+	return AdmitResult{Admit: true}
+}
+
+// activePodsExcept returns the known pods that run or may run (not known
+// terminated, not terminal unless their termination is still underway),
+// except uid.
+func (l *Loop) activePodsExcept(uid types.UID) []*v1.Pod {
+	pods := l.Pods()
+	out := pods[:0]
+	for _, p := range pods {
+		if p.UID == uid || !l.isActive(p) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// isActive: the pod is not known to be stopped, and not terminal unless the
+// pod workers still stop it.
+func (l *Loop) isActive(p *v1.Pod) bool {
+	if l.workers.IsPodKnownTerminated(p.UID) {
+		return false
+	}
+	return !l.isAdmittedPodTerminal(p) || l.workers.IsPodTerminationRequested(p.UID)
+}
+
+// isAdmittedPodTerminal: the API or the status manager has the pod in a
+// terminal phase.
+func (l *Loop) isAdmittedPodTerminal(p *v1.Pod) bool {
+	if statusIsTerminalPhase(p.Status.Phase) {
+		return true
+	}
+	if s, ok := l.status.GetPodStatus(p.UID); ok && statusIsTerminalPhase(s.Phase) {
+		return true
+	}
+	return false
+}

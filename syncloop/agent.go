@@ -1,0 +1,226 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Status reason and message of a pod past its activeDeadlineSeconds (the
+// kubelet's).
+const (
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	deadlineExceededMessage = "Pod was active on the node longer than the specified deadline"
+)
+
+// agent is the PodSyncer of the loop: it runs pods through the runtime and
+// the pod hooks and reports their statuses to the status manager.
+type agent struct {
+	rt          RuntimeManager
+	status      *StatusManager
+	clock       clock.Clock
+	log         *zap.Logger
+	gen         PodStatusGenerator
+	probeState  ProbeState
+	volumes     VolumeHooks
+	cgroups     CgroupHooks
+	probes      ProbeHooks
+	pullSecrets func(ctx context.Context, pod *v1.Pod) ([]v1.Secret, error)
+	relist      func(types.UID)
+	dirs        podDirs
+	network     func() error
+}
+
+var _ PodSyncer = (*agent)(nil)
+
+// retryError is an error that asks to be retried at a given time (a
+// BackoffError).
+type retryError struct {
+	err   error
+	until time.Time
+}
+
+func (e *retryError) Error() string           { return e.err.Error() }
+func (e *retryError) Unwrap() error           { return e.err }
+func (e *retryError) BackoffUntil() time.Time { return e.until }
+
+// generate computes the pod's API status from rs, starting from the status
+// manager's (or the API's) status; a terminal phase already recorded is kept
+// with its reason and message.
+func (a *agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.PodStatus {
+	old, ok := a.status.GetPodStatus(pod.UID)
+	if !ok {
+		old = pod.Status
+	}
+	now := a.clock.Now()
+	var st v1.PodStatus
+	if terminal {
+		st = a.gen.GenerateTerminal(pod, rs, old, a.rt, a.probeState, now)
+	} else {
+		st = a.gen.Generate(pod, rs, old, a.rt, a.probeState, now)
+	}
+	if statusIsTerminalPhase(old.Phase) && st.Phase != old.Phase {
+		st.Phase, st.Reason, st.Message = old.Phase, old.Reason, old.Message
+	}
+	return st
+}
+
+// pastActiveDeadline: the pod has an activeDeadlineSeconds and has been
+// running (since its StartTime) at least that long.
+func (a *agent) pastActiveDeadline(pod *v1.Pod, now time.Time) bool {
+	if pod.Spec.ActiveDeadlineSeconds == nil {
+		return false
+	}
+	start := pod.Status.StartTime
+	if st, ok := a.status.GetPodStatus(pod.UID); ok && st.StartTime != nil {
+		start = st.StartTime
+	}
+	if start == nil || start.IsZero() {
+		return false
+	}
+	return now.Sub(start.Time) >= time.Duration(*pod.Spec.ActiveDeadlineSeconds)*time.Second
+}
+
+func (a *agent) requestRelist(uid types.UID) {
+	if a.relist != nil {
+		a.relist(uid)
+	}
+}
+
+// SyncPod sets the pod up and has the runtime converge it, then records the
+// resulting status. A pod whose status is terminal (or past its active
+// deadline, which makes it Failed) is not set up: isTerminal is true.
+// A pod that needs the pod network waits (a BackoffError of about 1s) while
+// the network is not ready.
+func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *runtime.PodStatus) (bool, error) {
+	log := a.log.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)))
+	st := a.generate(pod, rs, false)
+	if !statusIsTerminalPhase(st.Phase) && a.pastActiveDeadline(pod, a.clock.Now()) {
+		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, deadlineExceededMessage
+	}
+	a.status.SetPodStatus(pod, st)
+	if statusIsTerminalPhase(st.Phase) {
+		return true, nil
+	}
+	if !pod.Spec.HostNetwork {
+		if err := a.network(); err != nil {
+			return false, &retryError{err: err, until: a.clock.Now().Add(networkRetry)}
+		}
+	}
+	if err := a.dirs.ensure(pod.UID); err != nil {
+		return false, err
+	}
+	if err := a.cgroups.EnsurePodCgroup(ctx, pod); err != nil {
+		return false, fmt.Errorf("%w: pod cgroup of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
+	}
+	if err := a.volumes.WaitForAttachAndMount(ctx, pod); err != nil {
+		return false, fmt.Errorf("%w: volumes of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
+	}
+	a.probes.AddPod(pod)
+	var secrets []v1.Secret
+	if a.pullSecrets != nil && len(pod.Spec.ImagePullSecrets) > 0 {
+		s, err := a.pullSecrets(ctx, pod)
+		if err != nil {
+			// The kubelet carries on without them; a pull may still work.
+			log.Warn("image pull secrets not available", zap.Error(err))
+		}
+		secrets = s
+	}
+	res := a.rt.SyncPod(ctx, pod, rs, secrets)
+	syncErr := res.Err()
+	if len(res.Steps) > 0 {
+		a.requestRelist(pod.UID)
+	}
+	if ctx.Err() != nil {
+		return false, errors.Join(syncErr, ctx.Err())
+	}
+	// Record what the sync did at once instead of on the next relist.
+	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		log.Debug("runtime status after sync not read", zap.Error(err))
+		return false, syncErr
+	}
+	st = a.generate(pod, fresh, false)
+	a.status.SetPodStatus(pod, st)
+	if statusIsTerminalPhase(st.Phase) {
+		return true, nil
+	}
+	return false, syncErr
+}
+
+// SyncTerminatingPod stops the pod's liveness and startup probes, kills its
+// containers and sandboxes within gracePeriod, checks that nothing of it
+// runs any more, and records the status (amended by podStatusFn).
+func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, gracePeriod *int64, podStatusFn func(*v1.PodStatus)) error {
+	a.probes.StopLivenessAndStartup(pod)
+	st := a.generate(pod, rs, true)
+	if podStatusFn != nil {
+		podStatusFn(&st)
+	}
+	a.status.SetPodStatus(pod, st)
+
+	var running *runtime.Pod
+	if rs != nil {
+		running = rs.RunningPod()
+	}
+	err := a.rt.KillPod(ctx, pod, running, gracePeriod)
+	a.requestRelist(pod.UID)
+	if err != nil {
+		return fmt.Errorf("killing pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	a.probes.RemovePod(pod)
+
+	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return fmt.Errorf("reading the status of pod %s/%s after the kill: %w", pod.Namespace, pod.Name, err)
+	}
+	var still []string
+	for _, cs := range fresh.ContainerStatuses {
+		if cs.State == runtime.ContainerStateRunning {
+			still = append(still, cs.Name)
+		}
+	}
+	if len(still) > 0 {
+		return fmt.Errorf("%w: pod %s/%s: %v", ErrPodStillRunning, pod.Namespace, pod.Name, still)
+	}
+	st = a.generate(pod, fresh, true)
+	if podStatusFn != nil {
+		podStatusFn(&st)
+	}
+	a.status.SetPodStatus(pod, st)
+	return nil
+}
+
+// SyncTerminatingRuntimePod kills a pod only the runtime knows, with a
+// grace of 1s (as the kubelet does for orphans).
+func (a *agent) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) error {
+	one := int64(1)
+	err := a.rt.KillPod(ctx, nil, rp, &one)
+	a.requestRelist(rp.ID)
+	if err != nil {
+		return fmt.Errorf("killing orphaned pod %s/%s (%s): %w", rp.Namespace, rp.Name, rp.ID, err)
+	}
+	return nil
+}
+
+// SyncTerminatedPod records the stopped pod's status, waits for its
+// volumes to be unmounted, removes its cgroup and marks its status final.
+func (a *agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
+	a.status.SetPodStatus(pod, a.generate(pod, rs, true))
+	if err := a.volumes.WaitForUnmount(ctx, pod); err != nil {
+		return fmt.Errorf("%w: unmounting volumes of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
+	}
+	if err := a.cgroups.DestroyPodCgroup(ctx, pod); err != nil {
+		return fmt.Errorf("%w: removing the cgroup of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
+	}
+	a.status.TerminatePod(pod)
+	return nil
+}

@@ -1,0 +1,108 @@
+// Package syncloop is the heart of a node agent: the sync loop that turns
+// desired pods into running ones (the kubelet's syncLoop), the pod workers
+// that drive each pod through its life, the status manager that reports
+// pod statuses, admission, housekeeping and the agent-side pod syncer.
+//
+// # Wiring
+//
+// The package imports no other nodekit subsystem except runtime's types: the
+// caller (nodekit's Builder) converts podconfig's updates and pleg's events
+// into this package's PodUpdate and PodLifecycleEvent, field for field.
+//
+//	loop, err := syncloop.New(syncloop.Config{
+//		Updates:       updates,          // <-chan syncloop.PodUpdate (from podconfig)
+//		Events:        events,           // <-chan *syncloop.PodLifecycleEvent (from pleg)
+//		SourcesReady:  cfg.SeenAllSources,
+//		Runtime:       manager,          // *runtime.Manager
+//		RuntimeStatus: criRuntime,       // CRI Status
+//		Cache:         plg.Cache(),      // *pleg.Cache
+//		PLEGHealthy:   plg.Healthy,
+//		RequestRelist: plg.RequestRelist,
+//		Root:          "/var/lib/nodekit",
+//	})
+//	go loop.Run(ctx) // returns once its goroutines have exited
+//	<-loop.Ready()
+//
+// # The loop
+//
+// Iterate is one turn of the loop. While the runtime is down (its CRI Status
+// fails or RuntimeReady is false) or the PLEG is unhealthy, it dispatches
+// nothing and waits, 100ms doubling to 5s. Otherwise it waits for one of,
+// without priority:
+//
+//   - a config update: ADD → HandlePodAdditions (oldest first, admission
+//     against the active pods: a rejected pod gets phase Failed, the
+//     handler's reason and "Pod was rejected: <message>", and no worker);
+//     UPDATE and DELETE → HandlePodUpdates; REMOVE → HandlePodRemoves (the
+//     kill waits until every source is ready; housekeeping does it then);
+//     RECONCILE → HandlePodReconcile (status only; a pod whose readiness
+//     gates changed its readiness is synced); SET → the set is diffed
+//     against the known pods of its source (of all sources for SourceAll)
+//     into the above;
+//   - a PLEG event: every type but ContainerRemoved syncs the pod if known;
+//   - the sync tick (SyncPeriod, 1s): pods whose resync is due on the
+//     pod workers' queue, and pods past their activeDeadlineSeconds;
+//   - the housekeeping tick (HousekeepingPeriod, 2s): HandlePodCleanups,
+//     once every source is ready (see there).
+//
+// A closed Updates channel ends the loop. Run runs Iterate until then, with
+// the pod workers, the status manager and the runtime health checks
+// (every RuntimeHealthPeriod, 5s) in their own goroutines, and joins them.
+// The HandlePod* methods, PodsToSync, HandlePodCleanups and
+// UpdateRuntimeHealth are the synchronous steps; they may be called
+// directly (tests, embedders with their own loop).
+//
+// # Admission
+//
+// Built in, in order: resource fit (the new pod's requests plus those of
+// the active pods must fit Config.NodeAllocatable for every resource it
+// names, and the pod count; reasons OutOfcpu, OutOfmemory,
+// OutOfephemeral-storage, OutOfpods, OutOf<name>, with the kubelet's message
+// "Node didn't have enough resource: cpu, requested: R, used: U,
+// capacity: C"), then host ports (reason NodePorts). Config.Admitters run
+// after them; the first rejection wins. The newer pod is the one rejected,
+// since pods are admitted oldest first against those already admitted.
+//
+// # The agent pod syncer
+//
+// The pod workers call the loop's PodSyncer:
+//
+//   - SyncPod: a pod whose status is terminal, or that is past its active
+//     deadline (Failed, DeadlineExceeded), is reported terminal at once.
+//     Otherwise a pod without host network waits for the runtime network
+//     (retried after ~1s); then its directories, cgroup (CgroupHooks),
+//     volumes (VolumeHooks) and probes (ProbeHooks) are set up and the
+//     runtime converges it (runtime SyncPod). The API status is generated
+//     (GeneratePodStatus, with the runtime as ReasonSource) and set on the
+//     status manager before and after the runtime sync; a Succeeded or
+//     Failed phase makes the pod terminal.
+//   - SyncTerminatingPod: liveness and startup probes stop, the runtime
+//     kills the pod within the grace period, the pod's runtime status is
+//     read again and any container still running is an error
+//     (ErrPodStillRunning: retried); the status, amended by the kill's
+//     status function, is recorded.
+//   - SyncTerminatingRuntimePod: an orphan only the runtime knows is killed
+//     with a 1s grace.
+//   - SyncTerminatedPod: volumes are unmounted, the cgroup removed, and the
+//     status made final (StatusManager.TerminatePod).
+//
+// # Directories
+//
+// With Config.Root set, every pod gets Root/pods/<uid>/{volumes,plugins,
+// containers} (mode 0750) before it starts; the UID is checked to be one
+// safe path segment first (ErrUnsafePath). Housekeeping removes the
+// directory of a pod that is gone once sources are ready, the pod workers
+// allow its content to be removed and nothing of it runs; volumes and
+// plugins are only cleared of empty directories (never files, never across
+// a mount point), so a directory with a volume still mounted is kept.
+//
+// # Metrics
+//
+// With Config.Registerer: kubelet_running_pods, kubelet_running_containers
+// {container_state} (refreshed by housekeeping),
+// nodekit_syncloop_config_updates_total{source,op},
+// nodekit_syncloop_admission_rejections_total{reason},
+// nodekit_syncloop_pleg_events_total{type},
+// nodekit_syncloop_housekeeping_duration_seconds and the pod workers'
+// nodekit_pod_worker_duration_seconds{operation}.
+package syncloop

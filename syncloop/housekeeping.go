@@ -1,0 +1,169 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// HandlePodCleanups is the loop's housekeeping (the kubelet's
+// HandlePodCleanups). It does nothing until every source is ready; then it:
+//   - tells the pod workers the desired pods (SyncKnownPods): workers of
+//     pods no longer desired begin stopping them, finished ones are
+//     forgotten;
+//   - re-sends desired, active pods the workers do not know (a pod whose
+//     UID came back after it finished);
+//   - kills, with a grace of 1s, runtime pods that run and that neither the
+//     config nor the pod workers know (orphans);
+//   - forgets the statuses of pods that are gone, and what the runtime
+//     remembers of them (back-offs) when it can forget;
+//   - removes the directories of pods that are gone and whose content may
+//     be removed, when no container of theirs runs;
+//   - every ContainerGCPeriod, has the runtime garbage-collect dead
+//     containers and sandboxes;
+//   - refreshes the running pods and containers gauges.
+//
+// Errors of the steps are joined; a failed step does not stop the others.
+func (l *Loop) HandlePodCleanups(ctx context.Context) error {
+	if !l.cfg.SourcesReady() {
+		return nil
+	}
+	l.houseMu.Lock()
+	defer l.houseMu.Unlock()
+	start := l.clock.Now()
+	defer func() { l.metrics.housekeepingDone(l.clock.Since(start)) }()
+
+	var errs []error
+	allPods := l.Pods()
+	working := l.workers.SyncKnownPods(allPods)
+	desired := make(map[types.UID]bool, len(allPods))
+	for _, p := range allPods {
+		desired[p.UID] = true
+	}
+
+	runtimePods, err := l.cfg.Runtime.GetPods(ctx, true)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing runtime pods: %w", err))
+	}
+	l.metrics.runtimePods(runtimePods)
+	running := make(map[types.UID]*runtime.Pod)
+	for _, p := range runtimePods {
+		if p != nil && podRuns(p) {
+			running[p.ID] = p
+		}
+	}
+
+	// Statuses of pods that are gone.
+	keep := make(map[types.UID]bool, len(allPods)+len(working))
+	for uid := range desired {
+		keep[uid] = true
+	}
+	for uid := range working {
+		keep[uid] = true
+	}
+	l.status.RemoveOrphanedStatuses(keep)
+
+	// Desired pods the workers don't know: start them again.
+	for _, p := range allPods {
+		if _, ok := working[p.UID]; ok || !l.isActive(p) {
+			continue
+		}
+		l.log.Info("pod restarted: desired but unknown to the pod workers", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(p.UID)))
+		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
+		working[p.UID] = PodWorkerSync{State: SyncPod, HasConfig: true, Static: isStaticPod(p)}
+	}
+
+	// Runtime pods nobody knows: kill them.
+	if err == nil {
+		for uid, rp := range running {
+			if _, ok := working[uid]; ok {
+				continue
+			}
+			one := int64(1)
+			l.log.Info("killing orphaned runtime pod", zap.String("pod", rp.Namespace+"/"+rp.Name), zap.String("uid", string(uid)))
+			l.workers.UpdatePod(UpdatePodOptions{
+				UpdateType:     SyncPodKill,
+				RunningPod:     rp,
+				KillPodOptions: &KillPodOptions{PodTerminationGracePeriodSecondsOverride: &one},
+			})
+		}
+	}
+
+	// What the runtime remembers of pods that are gone.
+	if f, ok := l.cfg.Runtime.(podForgetter); ok {
+		l.podsMu.Lock()
+		for uid := range l.seen {
+			if _, w := working[uid]; !w && !desired[uid] {
+				f.ForgetPod(uid)
+				delete(l.seen, uid)
+			}
+		}
+		l.podsMu.Unlock()
+	}
+
+	// Directories of pods that are gone.
+	if err == nil {
+		if derr := l.cleanupPodDirs(desired, working, running); derr != nil {
+			errs = append(errs, derr)
+		}
+	}
+
+	// Container garbage collection.
+	if l.lastGC.IsZero() || l.clock.Since(l.lastGC) >= l.cfg.ContainerGCPeriod {
+		l.lastGC = l.clock.Now()
+		if gerr := l.cfg.Runtime.GarbageCollect(ctx, l.cfg.GCPolicy, true); gerr != nil {
+			errs = append(errs, fmt.Errorf("container garbage collection: %w", gerr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// podRuns: a container or sandbox of the runtime pod is not exited.
+func podRuns(p *runtime.Pod) bool {
+	for _, c := range p.Containers {
+		if c.State != runtime.ContainerStateExited {
+			return true
+		}
+	}
+	for _, s := range p.Sandboxes {
+		if s.State == runtime.ContainerStateRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanupPodDirs removes the directories of pods that are neither desired
+// nor worked on, whose content may be removed and that don't run.
+func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]PodWorkerSync, running map[types.UID]*runtime.Pod) error {
+	uids, err := l.agent.dirs.list()
+	if err != nil {
+		return fmt.Errorf("listing pod directories: %w", err)
+	}
+	var errs []error
+	for _, uid := range uids {
+		if desired[uid] || running[uid] != nil {
+			continue
+		}
+		if _, ok := working[uid]; ok {
+			continue
+		}
+		if !l.workers.ShouldPodContentBeRemoved(uid) || l.workers.CouldHaveRunningContainers(uid) {
+			continue
+		}
+		gone, err := l.agent.dirs.remove(uid)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("removing the directory of pod %s: %w", uid, err))
+			continue
+		}
+		if !gone {
+			l.log.Info("pod directory kept: its volumes or plugins directory is not empty", zap.String("uid", string(uid)))
+		}
+	}
+	return errors.Join(errs...)
+}

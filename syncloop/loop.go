@@ -1,0 +1,804 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Op is the kind of a PodUpdate. The values are those of podconfig.Op, in
+// the same order, so converting one is a plain Op(x).
+type Op int
+
+const (
+	// SET: Pods is the complete set of pods of Source (of every source when
+	// Source is SourceAll or "").
+	SET Op = iota
+	// ADD: Pods are new.
+	ADD
+	// UPDATE: Pods changed.
+	UPDATE
+	// REMOVE: Pods are gone from their source.
+	REMOVE
+	// DELETE: Pods got a deletion timestamp (graceful delete).
+	DELETE
+	// RECONCILE: only the status of Pods changed.
+	RECONCILE
+)
+
+// String returns the op's name ("SET", "ADD", ...).
+func (o Op) String() string {
+	switch o {
+	case SET:
+		return "SET"
+	case ADD:
+		return "ADD"
+	case UPDATE:
+		return "UPDATE"
+	case REMOVE:
+		return "REMOVE"
+	case DELETE:
+		return "DELETE"
+	case RECONCILE:
+		return "RECONCILE"
+	}
+	return "UNKNOWN"
+}
+
+// SourceAll is the Source of a SET that spans every source.
+const SourceAll = "*"
+
+// PodUpdate is one change of the desired pods (podconfig.PodUpdate, field
+// for field).
+type PodUpdate struct {
+	Pods   []*v1.Pod
+	Op     Op
+	Source string
+}
+
+// Types of PodLifecycleEvent (pleg.EventType's values).
+const (
+	EventContainerStarted = "ContainerStarted"
+	EventContainerDied    = "ContainerDied"
+	EventContainerRemoved = "ContainerRemoved"
+	EventPodSync          = "PodSync"
+	EventContainerChanged = "ContainerChanged"
+)
+
+// PodLifecycleEvent says that something happened to a pod in the runtime
+// (pleg.PodLifecycleEvent, field for field).
+type PodLifecycleEvent struct {
+	// ID is the pod's UID.
+	ID types.UID
+	// Type is one of the Event* constants.
+	Type string
+	// Data is the CRI id of the container concerned (a string), if any.
+	Data any
+}
+
+// RuntimeManager is what the loop needs of the pod → CRI engine;
+// *runtime.Manager satisfies it.
+type RuntimeManager interface {
+	GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
+	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error)
+	SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, pullSecrets []v1.Secret) runtime.SyncResult
+	KillPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod, gracePeriodOverride *int64) error
+	GarbageCollect(ctx context.Context, policy runtime.GCPolicy, allSourcesReady bool) error
+	Reason(uid types.UID, containerName string) (reason, message string)
+}
+
+// RuntimeStatusGetter is the CRI Status call (cri-api's RuntimeService and
+// runtime/fake satisfy it).
+type RuntimeStatusGetter interface {
+	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
+}
+
+// podForgetter is the optional capability of a RuntimeManager to drop what
+// it remembers of a pod that is gone (*runtime.Manager has it).
+type podForgetter interface {
+	ForgetPod(uid types.UID)
+}
+
+// VolumeHooks mounts and unmounts a pod's volumes (the volume manager).
+type VolumeHooks interface {
+	// WaitForAttachAndMount returns once every volume of the pod is mounted.
+	WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error
+	// WaitForUnmount returns once every volume of the stopped pod is unmounted.
+	WaitForUnmount(ctx context.Context, pod *v1.Pod) error
+}
+
+// CgroupHooks creates and removes a pod's cgroup (the container manager).
+type CgroupHooks interface {
+	EnsurePodCgroup(ctx context.Context, pod *v1.Pod) error
+	DestroyPodCgroup(ctx context.Context, pod *v1.Pod) error
+}
+
+// ProbeHooks starts and stops a pod's probes (the prober).
+type ProbeHooks interface {
+	AddPod(pod *v1.Pod)
+	RemovePod(pod *v1.Pod)
+	StopLivenessAndStartup(pod *v1.Pod)
+}
+
+// Defaults of Config (the kubelet's values).
+const (
+	DefaultSyncPeriod          = time.Second
+	DefaultHousekeepingPeriod  = 2 * time.Second
+	DefaultRuntimeHealthPeriod = 5 * time.Second
+	DefaultContainerGCPeriod   = time.Minute
+	DefaultResyncInterval      = time.Minute
+	DefaultBackOffPeriod       = 10 * time.Second
+
+	// runtimeBackoffMin and runtimeBackoffMax bound the pause of the loop
+	// while the runtime is down (doubling from min).
+	runtimeBackoffMin = 100 * time.Millisecond
+	runtimeBackoffMax = 5 * time.Second
+	// networkRetry is how soon a pod that waits for the network is retried.
+	networkRetry = time.Second
+)
+
+// Config configures a Loop. Updates, Runtime and Cache are required.
+type Config struct {
+	// NodeName is the node's name (for logs and, later, node status).
+	NodeName string
+	// Updates delivers the desired pods (podconfig's Updates, converted).
+	// When it is closed, the loop ends and Run returns nil.
+	Updates <-chan PodUpdate
+	// Events delivers pod lifecycle events (pleg's Watch, converted); nil
+	// means none: pods are then synced on their resync only.
+	Events <-chan *PodLifecycleEvent
+	// SourcesReady reports whether every configured source has delivered its
+	// pods at least once. Until it does, nothing is killed for being
+	// unknown and housekeeping does not run. Nil means always ready.
+	SourcesReady func() bool
+
+	// Runtime runs the pods. Required.
+	Runtime RuntimeManager
+	// RuntimeStatus is asked for the runtime's health every
+	// RuntimeHealthPeriod; nil means the runtime and its network are always
+	// taken to be ready.
+	RuntimeStatus RuntimeStatusGetter
+	// Cache is the runtime pod status cache the pod workers read (pleg's
+	// cache). Required.
+	Cache PodCache
+	// PLEGHealthy reports the PLEG's health; nil means healthy. While it is
+	// unhealthy the loop dispatches nothing.
+	PLEGHealthy func() (bool, error)
+	// RequestRelist, if set, is called with a pod's UID after the agent
+	// changed the pod in the runtime (pleg's RequestRelist), so that the
+	// cache catches up before the next relist.
+	RequestRelist func(types.UID)
+
+	// StatusSink receives the pod statuses; nil means a new MemorySink
+	// (see StatusSink()).
+	StatusSink StatusSink
+	// StatusGenerator turns runtime statuses into API statuses (runtime
+	// name, node IPs); the zero value is fine.
+	StatusGenerator PodStatusGenerator
+	// ProbeState gives the readiness and startup results for the API
+	// status; nil means no probes run.
+	ProbeState ProbeState
+
+	// Root is the agent's root directory: pod directories are made under
+	// Root/pods/<uid>/{volumes,plugins,containers}. "" means no directories
+	// are managed.
+	Root string
+
+	// Admitters are extra admission checks run after the built-in ones
+	// (resource fit, host ports), in order; the first rejection wins.
+	Admitters []AdmitHandler
+	// NodeAllocatable gives the node's allocatable resources for the
+	// resource-fit check; nil skips that check (host ports are still checked).
+	NodeAllocatable func() v1.ResourceList
+
+	// PullSecrets fetches a pod's imagePullSecrets; nil means none.
+	PullSecrets func(ctx context.Context, pod *v1.Pod) ([]v1.Secret, error)
+
+	// Volumes, Cgroups and Probes are the pod hooks; nil means no-op.
+	Volumes VolumeHooks
+	Cgroups CgroupHooks
+	Probes  ProbeHooks
+
+	// GCPolicy is passed to Runtime.GarbageCollect.
+	GCPolicy runtime.GCPolicy
+
+	// Periods; zero means the default, negative is an error.
+	SyncPeriod          time.Duration // due pods are synced: 1s
+	HousekeepingPeriod  time.Duration // cleanups: 2s
+	RuntimeHealthPeriod time.Duration // CRI Status: 5s
+	ContainerGCPeriod   time.Duration // GarbageCollect: 1m
+	ResyncInterval      time.Duration // a synced pod is synced again: 1m
+	BackOffPeriod       time.Duration // a failed sync is retried: 10s
+
+	Clock  clock.WithTicker
+	Logger *zap.Logger
+	// Registerer, if set, receives the loop's and the pod workers' metrics.
+	Registerer prometheus.Registerer
+}
+
+// Loop is the agent's sync loop: it takes desired pods from Config.Updates,
+// admits them, hands them to the pod workers, syncs pods on PLEG events and
+// when their resync is due, and cleans up after pods that are gone.
+// Create it with New.
+type Loop struct {
+	cfg     Config
+	clock   clock.WithTicker
+	log     *zap.Logger
+	metrics *loopMetrics
+
+	workers *PodWorkers
+	status  *StatusManager
+	sink    StatusSink
+	agent   *agent
+	admit   []AdmitHandler
+
+	// podsMu guards pods (the desired pods by UID: the pod manager).
+	podsMu sync.RWMutex
+	pods   map[types.UID]*v1.Pod
+	// seen holds the UIDs handed to the pod workers that the runtime may
+	// still remember (back-offs), for housekeeping to forget.
+	seen map[types.UID]struct{}
+
+	// houseMu serialises housekeeping and guards lastGC.
+	houseMu sync.Mutex
+	lastGC  time.Time
+
+	health healthState
+
+	// iterMu serialises Iterate and guards the fields below.
+	iterMu         sync.Mutex
+	syncTicker     clock.Ticker
+	houseTicker    clock.Ticker
+	runtimeBackoff time.Duration
+
+	readyOnce sync.Once
+	ready     chan struct{}
+
+	runMu sync.Mutex
+	ran   bool
+}
+
+// New validates cfg, fills its defaults and returns a Loop. It does no I/O
+// and starts nothing. All config errors are returned at once, each naming
+// its field and wrapping ErrInvalidConfig.
+func New(cfg Config) (*Loop, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if cfg.Updates == nil {
+		bad("Updates is required")
+	}
+	if cfg.Runtime == nil {
+		bad("Runtime is required")
+	}
+	if cfg.Cache == nil {
+		bad("Cache is required")
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"SyncPeriod", &cfg.SyncPeriod, DefaultSyncPeriod},
+		{"HousekeepingPeriod", &cfg.HousekeepingPeriod, DefaultHousekeepingPeriod},
+		{"RuntimeHealthPeriod", &cfg.RuntimeHealthPeriod, DefaultRuntimeHealthPeriod},
+		{"ContainerGCPeriod", &cfg.ContainerGCPeriod, DefaultContainerGCPeriod},
+		{"ResyncInterval", &cfg.ResyncInterval, DefaultResyncInterval},
+		{"BackOffPeriod", &cfg.BackOffPeriod, DefaultBackOffPeriod},
+	} {
+		if *d.v < 0 {
+			bad("%s (%v) is negative", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	for i, a := range cfg.Admitters {
+		if a == nil {
+			bad("Admitters[%d] is nil", i)
+		}
+	}
+	if cfg.Root != "" && !isAbsClean(cfg.Root) {
+		bad("Root (%q) must be an absolute, clean path", cfg.Root)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if cfg.SourcesReady == nil {
+		cfg.SourcesReady = func() bool { return true }
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.StatusSink == nil {
+		cfg.StatusSink = NewMemorySink()
+	}
+	log := cfg.Logger.Named("syncloop")
+	l := &Loop{
+		cfg:            cfg,
+		clock:          cfg.Clock,
+		log:            log,
+		sink:           cfg.StatusSink,
+		pods:           make(map[types.UID]*v1.Pod),
+		seen:           make(map[types.UID]struct{}),
+		ready:          make(chan struct{}),
+		runtimeBackoff: runtimeBackoffMin,
+	}
+	m, err := newLoopMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+	}
+	l.metrics = m
+	l.agent = &agent{
+		rt:          cfg.Runtime,
+		clock:       cfg.Clock,
+		log:         log.Named("agent"),
+		gen:         cfg.StatusGenerator,
+		probeState:  cfg.ProbeState,
+		volumes:     cfg.Volumes,
+		cgroups:     cfg.Cgroups,
+		probes:      cfg.Probes,
+		pullSecrets: cfg.PullSecrets,
+		relist:      cfg.RequestRelist,
+		dirs:        podDirs{root: cfg.Root},
+		network:     l.networkReady,
+	}
+	if l.agent.volumes == nil {
+		l.agent.volumes = noopHooks{}
+	}
+	if l.agent.cgroups == nil {
+		l.agent.cgroups = noopHooks{}
+	}
+	if l.agent.probes == nil {
+		l.agent.probes = noopHooks{}
+	}
+	pw, err := NewPodWorkers(PodWorkersConfig{
+		Syncer:         l.agent,
+		Cache:          cfg.Cache,
+		ResyncInterval: cfg.ResyncInterval,
+		BackOffPeriod:  cfg.BackOffPeriod,
+		Clock:          cfg.Clock,
+		Logger:         cfg.Logger,
+		Registerer:     cfg.Registerer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sm, err := NewStatusManager(StatusConfig{
+		Sink:              cfg.StatusSink,
+		Clock:             cfg.Clock,
+		Logger:            log,
+		ContainerActivity: pw,
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.workers, l.status = pw, sm
+	l.agent.status = sm
+	l.admit = append([]AdmitHandler{
+		&resourceFitAdmitter{allocatable: cfg.NodeAllocatable},
+		hostPortAdmitter{},
+	}, cfg.Admitters...)
+	return l, nil
+}
+
+// noopHooks is the do-nothing VolumeHooks, CgroupHooks and ProbeHooks.
+type noopHooks struct{}
+
+func (noopHooks) WaitForAttachAndMount(context.Context, *v1.Pod) error { return nil }
+func (noopHooks) WaitForUnmount(context.Context, *v1.Pod) error        { return nil }
+func (noopHooks) EnsurePodCgroup(context.Context, *v1.Pod) error       { return nil }
+func (noopHooks) DestroyPodCgroup(context.Context, *v1.Pod) error      { return nil }
+func (noopHooks) AddPod(*v1.Pod)                                       {}
+func (noopHooks) RemovePod(*v1.Pod)                                    {}
+func (noopHooks) StopLivenessAndStartup(*v1.Pod)                       {}
+
+// StatusManager returns the loop's status manager.
+func (l *Loop) StatusManager() *StatusManager { return l.status }
+
+// PodWorkers returns the loop's pod workers.
+func (l *Loop) PodWorkers() *PodWorkers { return l.workers }
+
+// StatusSink returns the sink the statuses go to (Config.StatusSink or the
+// MemorySink made in its place).
+func (l *Loop) StatusSink() StatusSink { return l.sink }
+
+// Ready is closed once the runtime was first seen up and the loop began
+// dispatching.
+func (l *Loop) Ready() <-chan struct{} { return l.ready }
+
+// Pods returns the pods the agent currently knows (the desired pods, those
+// rejected by admission included), oldest first. The pods are shared: treat
+// them as read-only.
+func (l *Loop) Pods() []*v1.Pod {
+	l.podsMu.RLock()
+	out := make([]*v1.Pod, 0, len(l.pods))
+	for _, p := range l.pods {
+		out = append(out, p)
+	}
+	l.podsMu.RUnlock()
+	sortPodsByCreation(out)
+	return out
+}
+
+// Pod returns the known pod with the given UID.
+func (l *Loop) Pod(uid types.UID) (*v1.Pod, bool) {
+	l.podsMu.RLock()
+	defer l.podsMu.RUnlock()
+	p, ok := l.pods[uid]
+	return p, ok
+}
+
+// Run starts the pod workers, the status manager and the runtime health
+// checks, then iterates until Updates is closed or ctx ends, and returns
+// once every goroutine it started has exited. It returns nil then; a second
+// call returns ErrAlreadyRan.
+func (l *Loop) Run(ctx context.Context) error {
+	l.runMu.Lock()
+	if l.ran {
+		l.runMu.Unlock()
+		return ErrAlreadyRan
+	}
+	l.ran = true
+	l.runMu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil {
+				l.log.Error("component stopped", zap.String("component", name), zap.Error(err))
+			}
+		}()
+	}
+	start("podworkers", l.workers.Run)
+	start("status", l.status.Run)
+	if l.cfg.RuntimeStatus != nil {
+		start("health", l.runHealth)
+	}
+	for l.Iterate(ctx) {
+	}
+	cancel()
+	wg.Wait()
+	l.iterMu.Lock()
+	if l.syncTicker != nil {
+		l.syncTicker.Stop()
+		l.houseTicker.Stop()
+	}
+	l.iterMu.Unlock()
+	return nil
+}
+
+// Iterate runs one iteration of the loop: while the runtime or the PLEG is
+// unhealthy it dispatches nothing and waits (100ms, doubling up to 5s, on
+// the clock); otherwise it waits for one of: a config update, a PLEG event,
+// the sync tick (pods whose resync is due), the housekeeping tick (cleanups,
+// when all sources are ready), and handles it. There is no priority between
+// them. It returns false when Updates is closed or ctx is done.
+// Iterations are serialised.
+func (l *Loop) Iterate(ctx context.Context) bool {
+	l.iterMu.Lock()
+	defer l.iterMu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	if l.syncTicker == nil {
+		l.syncTicker = l.clock.NewTicker(l.cfg.SyncPeriod)
+		l.houseTicker = l.clock.NewTicker(l.cfg.HousekeepingPeriod)
+	}
+	if err := l.runtimeErr(ctx); err != nil {
+		l.log.Info("skipping pod synchronization", zap.Error(err), zap.Duration("backoff", l.runtimeBackoff))
+		t := l.clock.NewTimer(l.runtimeBackoff)
+		defer t.Stop()
+		l.runtimeBackoff = min(2*l.runtimeBackoff, runtimeBackoffMax)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+		}
+		return true
+	}
+	l.runtimeBackoff = runtimeBackoffMin
+	l.readyOnce.Do(func() { close(l.ready) })
+
+	select {
+	case <-ctx.Done():
+		return false
+	case u, ok := <-l.cfg.Updates:
+		if !ok {
+			l.log.Info("config channel closed: sync loop ends")
+			return false
+		}
+		l.HandleUpdate(u)
+	case e := <-l.cfg.Events:
+		l.HandleEvent(e)
+	case <-l.syncTicker.C():
+		l.HandlePodSyncs(l.PodsToSync())
+	case <-l.houseTicker.C():
+		if !l.cfg.SourcesReady() {
+			l.log.Debug("housekeeping skipped: sources not ready")
+			break
+		}
+		if err := l.HandlePodCleanups(ctx); err != nil {
+			l.log.Warn("housekeeping failed", zap.Error(err))
+		}
+	}
+	return true
+}
+
+// HandleUpdate dispatches one config update by its Op.
+func (l *Loop) HandleUpdate(u PodUpdate) {
+	l.metrics.configUpdate(u.Source, u.Op)
+	pods := make([]*v1.Pod, 0, len(u.Pods))
+	for _, p := range u.Pods {
+		if p != nil && p.UID != "" {
+			pods = append(pods, p)
+		}
+	}
+	switch u.Op {
+	case ADD:
+		l.HandlePodAdditions(pods)
+	case UPDATE, DELETE:
+		l.HandlePodUpdates(pods)
+	case REMOVE:
+		l.HandlePodRemoves(pods)
+	case RECONCILE:
+		l.HandlePodReconcile(pods)
+	case SET:
+		l.handleSet(u.Source, pods)
+	default:
+		l.log.Warn("config update with an unknown op ignored", zap.Int("op", int(u.Op)))
+	}
+}
+
+// HandleEvent syncs the pod of a PLEG event if the agent knows it. Removal
+// events are ignored (the pod was synced when the container died).
+func (l *Loop) HandleEvent(e *PodLifecycleEvent) {
+	if e == nil || e.Type == EventContainerRemoved {
+		return
+	}
+	l.metrics.plegEvent(e.Type)
+	pod, ok := l.Pod(e.ID)
+	if !ok {
+		l.log.Debug("PLEG event for an unknown pod", zap.String("uid", string(e.ID)), zap.String("type", e.Type))
+		return
+	}
+	l.HandlePodSyncs([]*v1.Pod{pod})
+}
+
+// PodsToSync returns the known pods whose resync is due on the pod workers'
+// queue, and those whose activeDeadlineSeconds has passed.
+func (l *Loop) PodsToSync() []*v1.Pod {
+	due := l.workers.WorkQueue().GetWork()
+	set := make(map[types.UID]struct{}, len(due))
+	for _, uid := range due {
+		set[uid] = struct{}{}
+	}
+	now := l.clock.Now()
+	var out []*v1.Pod
+	l.podsMu.RLock()
+	for uid, p := range l.pods {
+		if _, ok := set[uid]; ok || l.agent.pastActiveDeadline(p, now) {
+			out = append(out, p)
+		}
+	}
+	l.podsMu.RUnlock()
+	sortPodsByCreation(out)
+	return out
+}
+
+// networkReady reports the runtime's network readiness as last seen.
+func (l *Loop) networkReady() error {
+	_, net, err := l.RuntimeReady()
+	if net {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("network plugin not ready")
+	}
+	return fmt.Errorf("%w: %w", ErrNetworkNotReady, err)
+}
+
+// sortPodsByCreation sorts pods oldest first (by creation time, then UID).
+func sortPodsByCreation(pods []*v1.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i].CreationTimestamp, pods[j].CreationTimestamp
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return pods[i].UID < pods[j].UID
+	})
+}
+
+// isMirrorPod: the pod is the API server's mirror of a static pod; the
+// agent runs the static pod, never its mirror.
+func isMirrorPod(p *v1.Pod) bool {
+	_, ok := p.Annotations[statusConfigMirrorAnnotation]
+	return ok
+}
+
+// HandlePodAdditions admits new pods, oldest first, against the active
+// pods: a rejected pod gets the status Failed with the handler's reason and
+// the message "Pod was rejected: <message>" and no worker; the others are
+// handed to the pod workers. Pods already terminal or terminating are not
+// admitted (they are only wound down). Mirror pods are ignored.
+func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
+	pods = append([]*v1.Pod(nil), pods...)
+	sortPodsByCreation(pods)
+	for _, pod := range pods {
+		if isMirrorPod(pod) {
+			l.log.Debug("mirror pod ignored", zap.String("pod", pod.Namespace+"/"+pod.Name))
+			continue
+		}
+		l.podsMu.Lock()
+		l.pods[pod.UID] = pod
+		l.seen[pod.UID] = struct{}{}
+		l.podsMu.Unlock()
+		if !l.workers.IsPodTerminationRequested(pod.UID) && pod.DeletionTimestamp == nil && !l.isAdmittedPodTerminal(pod) {
+			if r := l.canAdmitPod(pod, l.activePodsExcept(pod.UID)); !r.Admit {
+				l.rejectPod(pod, r)
+				continue
+			}
+		}
+		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: pod})
+	}
+}
+
+// rejectPod records the admission failure as the pod's status.
+func (l *Loop) rejectPod(pod *v1.Pod, r AdmitResult) {
+	l.log.Info("pod rejected", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)),
+		zap.String("reason", r.Reason), zap.String("message", r.Message))
+	l.metrics.rejected(r.Reason)
+	l.status.SetPodStatus(pod, v1.PodStatus{
+		Phase:    v1.PodFailed,
+		Reason:   r.Reason,
+		Message:  RejectedMessagePrefix + r.Message,
+		QOSClass: statusQOSClass(pod),
+	})
+}
+
+// HandlePodUpdates records changed pods (a deletion timestamp included)
+// and hands them to their workers.
+func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
+	for _, pod := range pods {
+		if isMirrorPod(pod) {
+			continue
+		}
+		l.podsMu.Lock()
+		l.pods[pod.UID] = pod
+		l.podsMu.Unlock()
+		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodUpdate, Pod: pod})
+	}
+}
+
+// HandlePodRemoves forgets pods that left their source and, once every
+// source is ready, has their workers stop them. Before that, the kill is
+// left to housekeeping (a source that has not delivered yet may still
+// list them).
+func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
+	ready := l.cfg.SourcesReady()
+	for _, pod := range pods {
+		if isMirrorPod(pod) {
+			continue
+		}
+		l.podsMu.Lock()
+		known, ok := l.pods[pod.UID]
+		delete(l.pods, pod.UID)
+		l.podsMu.Unlock()
+		if !ready {
+			l.log.Info("pod removal: kill skipped until all sources are ready", zap.String("pod", pod.Namespace+"/"+pod.Name))
+			continue
+		}
+		if ok {
+			pod = known
+		}
+		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: pod})
+	}
+}
+
+// HandlePodReconcile records pods whose status alone changed, and syncs
+// those whose readiness gates no longer agree with their Ready condition.
+func (l *Loop) HandlePodReconcile(pods []*v1.Pod) {
+	for _, pod := range pods {
+		if isMirrorPod(pod) {
+			continue
+		}
+		l.podsMu.Lock()
+		_, known := l.pods[pod.UID]
+		l.pods[pod.UID] = pod
+		l.podsMu.Unlock()
+		if known && l.needsReadinessReconcile(pod) {
+			l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodSync, Pod: pod})
+		}
+	}
+}
+
+// needsReadinessReconcile: the pod has readiness gates and the Ready
+// condition computed from the API's gate conditions differs from the one
+// the status manager holds.
+func (l *Loop) needsReadinessReconcile(pod *v1.Pod) bool {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return false
+	}
+	st, ok := l.status.GetPodStatus(pod.UID)
+	if !ok {
+		return false
+	}
+	_, cur := statusFindCondition(st.Conditions, v1.PodReady)
+	want := statusPodReadyCondition(pod, pod.Status.Conditions, statusAllContainerStatuses(&st), st.Phase)
+	return cur == nil || cur.Status != want.Status
+}
+
+// HandlePodSyncs has the workers of the given known pods sync them.
+func (l *Loop) HandlePodSyncs(pods []*v1.Pod) {
+	for _, pod := range pods {
+		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodSync, Pod: pod})
+	}
+}
+
+// handleSet turns a full set of pods (of source, or of every source for
+// SourceAll or "") into additions, updates, deletions, reconciles and
+// removals against the known pods.
+func (l *Loop) handleSet(source string, pods []*v1.Pod) {
+	all := source == "" || source == SourceAll
+	seen := make(map[types.UID]bool, len(pods))
+	var adds, updates, reconciles, removes []*v1.Pod
+	l.podsMu.RLock()
+	for _, p := range pods {
+		seen[p.UID] = true
+		old, ok := l.pods[p.UID]
+		switch {
+		case !ok:
+			adds = append(adds, p)
+		case !apiequality.Semantic.DeepEqual(old.Spec, p.Spec) ||
+			!apiequality.Semantic.DeepEqual(old.Labels, p.Labels) ||
+			!apiequality.Semantic.DeepEqual(old.Annotations, p.Annotations) ||
+			!apiequality.Semantic.DeepEqual(old.DeletionTimestamp, p.DeletionTimestamp) ||
+			!apiequality.Semantic.DeepEqual(old.DeletionGracePeriodSeconds, p.DeletionGracePeriodSeconds):
+			updates = append(updates, p)
+		case !apiequality.Semantic.DeepEqual(old.Status, p.Status):
+			reconciles = append(reconciles, p)
+		}
+	}
+	for uid, p := range l.pods {
+		if seen[uid] {
+			continue
+		}
+		if all || p.Annotations[statusConfigSourceAnnotation] == source {
+			removes = append(removes, p)
+		}
+	}
+	l.podsMu.RUnlock()
+	sortPodsByCreation(removes)
+	if len(removes) > 0 {
+		l.HandlePodRemoves(removes)
+	}
+	if len(adds) > 0 {
+		l.HandlePodAdditions(adds)
+	}
+	if len(updates) > 0 {
+		l.HandlePodUpdates(updates)
+	}
+	if len(reconciles) > 0 {
+		l.HandlePodReconcile(reconciles)
+	}
+}
