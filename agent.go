@@ -1,0 +1,252 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/runtime/remote"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+type sourceRun struct {
+	name string
+	src  PodSource
+}
+
+// Agent is a node agent wired by a Builder: pod sources merged by podconfig,
+// a PLEG relisting the runtime, and the sync loop with its pod workers and
+// status manager driving the runtime engine. Run it once.
+type Agent struct {
+	clock clock.WithTicker
+	log   *zap.Logger
+
+	cri       CRI
+	remote    *remote.Client
+	fake      *fake.Runtime
+	mgr       *runtime.Manager
+	podConfig *podconfig.PodConfig
+	sources   []sourceRun
+	pleg      *pleg.GenericPLEG
+	loop      *syncloop.Loop
+
+	// updates and events carry podconfig's and pleg's streams, converted, to
+	// the sync loop (which imports neither package).
+	updates chan syncloop.PodUpdate
+	events  chan *syncloop.PodLifecycleEvent
+
+	started atomic.Bool
+	done    chan struct{}
+	errMu   sync.Mutex
+	err     error
+}
+
+// Runtime returns the runtime engine (pod -> CRI actions).
+func (a *Agent) Runtime() *runtime.Manager { return a.mgr }
+
+// CRI returns the container runtime the agent drives.
+func (a *Agent) CRI() CRI { return a.cri }
+
+// FakeRuntime returns the in-memory runtime made by WithFakeRuntime, or nil.
+func (a *Agent) FakeRuntime() *fake.Runtime { return a.fake }
+
+// PodConfig returns the merge of the pod sources.
+func (a *Agent) PodConfig() *podconfig.PodConfig { return a.podConfig }
+
+// PLEG returns the pod lifecycle event generator.
+func (a *Agent) PLEG() *pleg.GenericPLEG { return a.pleg }
+
+// Loop returns the sync loop.
+func (a *Agent) Loop() *syncloop.Loop { return a.loop }
+
+// StatusManager returns the sync loop's status manager: the latest status
+// of every pod the agent runs.
+func (a *Agent) StatusManager() *syncloop.StatusManager { return a.loop.StatusManager() }
+
+// StatusSink returns the sink pod statuses are delivered to: the one given
+// to WithStatusSink, else a *syncloop.MemorySink.
+func (a *Agent) StatusSink() syncloop.StatusSink { return a.loop.StatusSink() }
+
+// Pods returns the pods the sync loop currently wants to run.
+func (a *Agent) Pods() []*v1.Pod { return a.loop.Pods() }
+
+// Ready is closed once the sync loop is ready (it has started and its pod
+// workers run).
+func (a *Agent) Ready() <-chan struct{} { return a.loop.Ready() }
+
+// Done is closed when Run has returned.
+func (a *Agent) Done() <-chan struct{} { return a.done }
+
+// Err returns what Run returned, once Done is closed (nil before).
+func (a *Agent) Err() error {
+	a.errMu.Lock()
+	defer a.errMu.Unlock()
+	return a.err
+}
+
+// part is one running component: its own context (so parts stop one by
+// one, in reverse start order) and the channel closed when its Run returned.
+type part struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Run connects to the runtime (for WithRuntimeEndpoint) and starts the parts
+// in dependency order: podconfig and the pod sources, the PLEG, then the sync
+// loop (which runs the pod workers and the status manager). When ctx ends or
+// a part fails, it stops them in reverse order, each after the one started
+// after it has returned, and returns once every goroutine has exited: nil
+// after a cancellation, else the first failure (naming the part). Containers
+// keep running after Run returns: stopping the agent does not stop pods.
+// Run may be called once.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	if !a.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer func() {
+		a.errMu.Lock()
+		a.err = err
+		a.errMu.Unlock()
+		close(a.done)
+	}()
+
+	if a.remote != nil {
+		defer a.remote.Close(ctx)
+		if err := a.remote.Connect(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("%w: %w", ErrConnect, err)
+		}
+	}
+
+	// Parts run under contexts that keep ctx's values but not its
+	// cancellation: the agent cancels them itself, one at a time.
+	base := context.WithoutCancel(ctx)
+	failed := make(chan error, len(a.sources)+5)
+	var parts []*part
+	start := func(name string, run func(context.Context) error) {
+		pctx, cancel := context.WithCancel(base)
+		p := &part{name: name, cancel: cancel, done: make(chan struct{})}
+		parts = append(parts, p)
+		go func() {
+			defer close(p.done)
+			err := run(pctx)
+			if pctx.Err() != nil {
+				return // stopped by the agent
+			}
+			if err == nil {
+				err = errors.New("returned early")
+			}
+			failed <- fmt.Errorf("%w: %s: %w", ErrPartStopped, name, err)
+		}()
+	}
+
+	start("podconfig", a.podConfig.Run)
+	for _, s := range a.sources {
+		start("source "+s.name, s.src.Run)
+	}
+	start("pleg", a.pleg.Run)
+	start("pleg events", a.forwardEvents)
+	start("pod updates", a.forwardUpdates)
+	start("syncloop", a.loop.Run)
+	a.log.Info("agent started", zap.Int("sources", len(a.sources)))
+
+	select {
+	case <-ctx.Done():
+		a.log.Info("agent stopping")
+	case err = <-failed:
+		a.log.Error("agent stopping: a part failed", zap.Error(err))
+	}
+	for i := len(parts) - 1; i >= 0; i-- {
+		parts[i].cancel()
+		<-parts[i].done
+	}
+	a.log.Info("agent stopped")
+	return err
+}
+
+// forwardUpdates converts podconfig's updates for the sync loop until ctx
+// ends. When podconfig closes its stream, so does this.
+func (a *Agent) forwardUpdates(ctx context.Context) error {
+	in := a.podConfig.Updates()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u, ok := <-in:
+			if !ok {
+				close(a.updates)
+				return errors.New("podconfig closed its updates")
+			}
+			select {
+			case a.updates <- ConvertPodUpdate(u):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// forwardEvents converts the PLEG's events for the sync loop until ctx ends.
+func (a *Agent) forwardEvents(ctx context.Context) error {
+	in := a.pleg.Watch()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-in:
+			select {
+			case a.events <- ConvertEvent(e):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// ConvertPodUpdate turns a podconfig.PodUpdate into the sync loop's
+// PodUpdate (same pods, same operation, same source).
+func ConvertPodUpdate(u podconfig.PodUpdate) syncloop.PodUpdate {
+	return syncloop.PodUpdate{Pods: u.Pods, Op: convertOp(u.Op), Source: u.Source}
+}
+
+func convertOp(op podconfig.Op) syncloop.Op {
+	switch op {
+	case podconfig.SET:
+		return syncloop.SET
+	case podconfig.ADD:
+		return syncloop.ADD
+	case podconfig.UPDATE:
+		return syncloop.UPDATE
+	case podconfig.REMOVE:
+		return syncloop.REMOVE
+	case podconfig.DELETE:
+		return syncloop.DELETE
+	case podconfig.RECONCILE:
+		return syncloop.RECONCILE
+	}
+	return syncloop.Op(-1) // the loop logs and ignores unknown ops
+}
+
+// ConvertEvent turns a pleg event into the sync loop's event.
+func ConvertEvent(e *pleg.PodLifecycleEvent) *syncloop.PodLifecycleEvent {
+	if e == nil {
+		return nil
+	}
+	return &syncloop.PodLifecycleEvent{ID: e.ID, Type: string(e.Type), Data: e.Data}
+}
+
+// sourcesReady reports whether every pod source has sent its full set.
+func (a *Agent) sourcesReady() bool { return a.podConfig.SeenAllSources() }

@@ -1,0 +1,374 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/runtime/remote"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// CRI is a container runtime as the Builder takes it: both halves of the CRI
+// that the runtime engine uses. runtime/remote's *Client and runtime/fake's
+// *Runtime satisfy it. If it also has Status (the CRI Status call) the sync
+// loop uses it to tell whether the runtime and its network are ready.
+type CRI interface {
+	runtime.RuntimeService
+	runtime.ImageService
+}
+
+// RuntimeStatuser is the optional CRI Status call of a CRI.
+type RuntimeStatuser interface {
+	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
+}
+
+// PodSource is a source of pods the Agent runs: it sends podconfig.PodUpdates
+// (normally a SET of all its pods) into the channel it was built with until
+// ctx ends. podconfig's FileSource and HTTPSource satisfy it.
+type PodSource interface {
+	Run(ctx context.Context) error
+}
+
+// PodSourceFunc builds a PodSource that sends into out (the channel
+// podconfig.PodConfig.Channel gives for the source's name). It is called by
+// Build and must do no I/O.
+type PodSourceFunc func(out chan<- podconfig.PodUpdate) (PodSource, error)
+
+type namedSource struct {
+	name string
+	make PodSourceFunc
+}
+
+// Builder collects the settings of an Agent. Its With methods return the
+// Builder so calls chain; nothing is checked until Build, which reports every
+// problem at once.
+type Builder struct {
+	nodeName    string
+	cri         CRI
+	withCRI     bool
+	endpoint    string
+	useFake     bool
+	fakeImages  []string
+	runtimes    int
+	manifestDir string
+	sources     []namedSource
+	mode        podconfig.Mode
+	rootDir     string
+	podLogsRoot string
+	sink        syncloop.StatusSink
+	admitters   []syncloop.AdmitHandler
+	clock       clock.WithTicker
+	logger      *zap.Logger
+	registerer  prometheus.Registerer
+}
+
+// NewBuilder returns a Builder with no settings.
+func NewBuilder() *Builder { return &Builder{} }
+
+// WithNodeName sets the node's name (required): static pods are named
+// "<name>-<node>" and bound to it.
+func (b *Builder) WithNodeName(name string) *Builder { b.nodeName = name; return b }
+
+// WithRuntime uses cri as the container runtime (already connected or
+// connecting lazily). Exactly one of WithRuntime, WithRuntimeEndpoint and
+// WithFakeRuntime must be given.
+func (b *Builder) WithRuntime(cri CRI) *Builder {
+	b.cri, b.withCRI = cri, true
+	b.runtimes++
+	return b
+}
+
+// WithRuntimeEndpoint uses the CRI runtime listening at endpoint
+// ("unix:///run/containerd/containerd.sock"). Build only checks the address;
+// the Agent connects when it runs and closes the connection when it stops.
+func (b *Builder) WithRuntimeEndpoint(endpoint string) *Builder {
+	b.endpoint = endpoint
+	b.runtimes++
+	return b
+}
+
+// WithFakeRuntime uses runtime/fake's in-memory runtime, on the Builder's
+// clock, with the given images present from the start (others are pulled
+// on demand). Agent.FakeRuntime returns it.
+func (b *Builder) WithFakeRuntime(images ...string) *Builder {
+	b.useFake = true
+	b.fakeImages = append(b.fakeImages, images...)
+	b.runtimes++
+	return b
+}
+
+// WithManifestDir runs the static pods of the manifests in path (a directory
+// or one file), re-read on every change (podconfig.FileSource).
+func (b *Builder) WithManifestDir(path string) *Builder { b.manifestDir = path; return b }
+
+// WithPodSource adds a pod source under name. make is called by Build with
+// the channel the source must send into.
+func (b *Builder) WithPodSource(name string, make PodSourceFunc) *Builder {
+	b.sources = append(b.sources, namedSource{name: name, make: make})
+	return b
+}
+
+// WithNotificationMode sets podconfig's notification mode (default
+// podconfig.Incremental, the kubelet's).
+func (b *Builder) WithNotificationMode(m podconfig.Mode) *Builder { b.mode = m; return b }
+
+// WithRootDir sets the agent's state directory (required; the kubelet's
+// --root-dir, /var/lib/kubelet).
+func (b *Builder) WithRootDir(dir string) *Builder { b.rootDir = dir; return b }
+
+// WithPodLogsRoot sets where container logs are written (default
+// <root>/pod-logs; the kubelet uses /var/log/pods).
+func (b *Builder) WithPodLogsRoot(dir string) *Builder { b.podLogsRoot = dir; return b }
+
+// WithStatusSink sets where pod statuses go (default a
+// syncloop.MemorySink, see Agent.StatusSink).
+func (b *Builder) WithStatusSink(s syncloop.StatusSink) *Builder { b.sink = s; return b }
+
+// WithAdmitHandler adds an admission check run on every new pod, in the
+// order given.
+func (b *Builder) WithAdmitHandler(h syncloop.AdmitHandler) *Builder {
+	b.admitters = append(b.admitters, h)
+	return b
+}
+
+// WithClock sets the clock of every part (default the real clock).
+func (b *Builder) WithClock(c clock.WithTicker) *Builder { b.clock = c; return b }
+
+// WithLogger sets the logger; each part logs under its own name
+// (default no logging).
+func (b *Builder) WithLogger(l *zap.Logger) *Builder { b.logger = l; return b }
+
+// WithRegisterer registers every part's metrics with r (default none).
+func (b *Builder) WithRegisterer(r prometheus.Registerer) *Builder { b.registerer = r; return b }
+
+func configErr(part, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, part, fmt.Sprintf(format, args...))
+}
+
+func partErr(part string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, part, err)
+}
+
+// Build checks every setting and builds every part by calling its New, so
+// that each part validates its own configuration. It returns all problems at
+// once (errors.Join), each naming the part and the field. Build starts
+// nothing and does no I/O.
+func (b *Builder) Build() (*Agent, error) {
+	var errs []error
+	clk := b.clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	log := b.logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	a := &Agent{clock: clk, log: log.Named("nodekit"), done: make(chan struct{})}
+
+	if b.nodeName == "" {
+		errs = append(errs, configErr("builder", "NodeName is required (WithNodeName)"))
+	}
+	if b.rootDir == "" {
+		errs = append(errs, configErr("builder", "RootDir is required (WithRootDir)"))
+	} else if !filepath.IsAbs(b.rootDir) {
+		errs = append(errs, configErr("builder", "RootDir %q must be an absolute path", b.rootDir))
+	}
+	logsRoot := b.podLogsRoot
+	if logsRoot == "" && b.rootDir != "" {
+		logsRoot = filepath.Join(b.rootDir, "pod-logs")
+	}
+
+	// The container runtime.
+	var cri CRI
+	switch {
+	case b.runtimes == 0:
+		errs = append(errs, configErr("builder", "no runtime: use WithRuntime, WithRuntimeEndpoint or WithFakeRuntime"))
+	case b.runtimes > 1:
+		errs = append(errs, configErr("builder", "%d runtimes given: use exactly one of WithRuntime, WithRuntimeEndpoint and WithFakeRuntime", b.runtimes))
+	case b.withCRI:
+		if b.cri == nil {
+			errs = append(errs, configErr("builder", "WithRuntime was given a nil runtime"))
+		}
+		cri = b.cri
+	case b.useFake:
+		f, err := fake.New(fake.Config{Clock: clk, Images: b.fakeImages, Logger: log})
+		if err != nil {
+			errs = append(errs, partErr("runtime/fake", err))
+		} else {
+			a.fake, cri = f, f
+		}
+	default:
+		c, err := remote.New(remote.Config{Endpoint: b.endpoint, Clock: clk, Logger: log})
+		if err != nil {
+			errs = append(errs, partErr("runtime/remote", err))
+		} else {
+			a.remote, cri = c, c
+		}
+	}
+
+	// The runtime engine. Its PodState comes from the pod workers, which
+	// exist only once the sync loop is built: podState forwards to them.
+	ps := &podState{}
+	var mgr *runtime.Manager
+	if cri != nil {
+		m, err := runtime.New(runtime.Config{
+			Runtime: cri, Images: cri, PodLogsRoot: logsRoot, NodeName: b.nodeName,
+			PodState: ps, Clock: clk, Logger: log, Registerer: b.registerer,
+		})
+		if err != nil {
+			errs = append(errs, partErr("runtime", err))
+		} else {
+			mgr = m
+		}
+	}
+	a.cri, a.mgr = cri, mgr
+
+	// Pod sources and their merge.
+	var names []string
+	if b.manifestDir != "" {
+		names = append(names, podconfig.SourceFile)
+	}
+	seen := map[string]bool{}
+	for _, s := range b.sources {
+		switch {
+		case s.name == "":
+			errs = append(errs, configErr("builder", "WithPodSource: empty source name"))
+		case s.name == podconfig.SourceFile && b.manifestDir != "", seen[s.name]:
+			errs = append(errs, configErr("builder", "WithPodSource: source %q given twice", s.name))
+		case s.make == nil:
+			errs = append(errs, configErr("builder", "WithPodSource(%q): nil source func", s.name))
+		default:
+			names = append(names, s.name)
+		}
+		seen[s.name] = true
+	}
+	pc, err := podconfig.New(podconfig.Config{
+		Mode: b.mode, Sources: names, Clock: clk, Logger: log, Registerer: b.registerer,
+	})
+	if err != nil {
+		errs = append(errs, partErr("podconfig", err))
+	} else {
+		a.podConfig = pc
+		if b.manifestDir != "" {
+			if err := a.addFileSource(b.manifestDir, b.nodeName, clk, log); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, s := range b.sources {
+			if s.name == "" || s.make == nil {
+				continue
+			}
+			ch, err := pc.Channel(s.name)
+			if err != nil {
+				errs = append(errs, partErr("podconfig source "+s.name, err))
+				continue
+			}
+			src, err := s.make(ch)
+			if err == nil && src == nil {
+				err = errors.New("the source func returned a nil PodSource")
+			}
+			if err != nil {
+				errs = append(errs, partErr("podconfig source "+s.name, err))
+				continue
+			}
+			a.sources = append(a.sources, sourceRun{name: s.name, src: src})
+		}
+	}
+
+	// The PLEG. A part that failed above is replaced by a typed nil so the
+	// next parts still validate the rest of their configuration.
+	g, err := pleg.New(pleg.Config{Runtime: orNil(mgr), Clock: clk, Logger: log, Registerer: b.registerer})
+	if err != nil {
+		errs = append(errs, partErr("pleg", err))
+	}
+	a.pleg = g
+
+	// The sync loop with the pod workers and the status manager.
+	a.updates = make(chan syncloop.PodUpdate)
+	a.events = make(chan *syncloop.PodLifecycleEvent, pleg.DefaultChannelCapacity)
+	lcfg := syncloop.Config{
+		NodeName:     b.nodeName,
+		Updates:      a.updates,
+		Events:       a.events,
+		SourcesReady: a.sourcesReady,
+		Runtime:      mgr,
+		StatusSink:   b.sink,
+		Root:         b.rootDir,
+		Admitters:    b.admitters,
+		Clock:        clk,
+		Logger:       log,
+		Registerer:   b.registerer,
+	}
+	if st, ok := cri.(RuntimeStatuser); ok {
+		lcfg.RuntimeStatus = st
+	}
+	if g != nil {
+		lcfg.Cache = g.Cache()
+		lcfg.PLEGHealthy = g.Healthy
+		lcfg.RequestRelist = g.RequestRelist
+	} else {
+		lcfg.Cache = pleg.NewCache(clk) // a stand-in: the Agent is discarded
+	}
+	loop, err := syncloop.New(lcfg)
+	if err != nil {
+		errs = append(errs, partErr("syncloop", err))
+	}
+	a.loop = loop
+	ps.loop = loop
+
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return a, nil
+}
+
+func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.Logger) error {
+	ch, err := a.podConfig.Channel(podconfig.SourceFile)
+	if err != nil {
+		return partErr("podconfig", err)
+	}
+	fs, err := podconfig.NewFileSource(podconfig.FileSourceConfig{
+		Path: path, NodeName: node, Clock: clk, Logger: log, Out: ch,
+		OnError: func(path string, err error) {
+			a.log.Warn("manifest not applied; the last good version keeps running", zap.String("path", path), zap.Error(err))
+		},
+	})
+	if err != nil {
+		return partErr("podconfig file source", err)
+	}
+	a.sources = append(a.sources, sourceRun{name: podconfig.SourceFile, src: fs})
+	return nil
+}
+
+// orNil gives pleg a non-nil Runtime when the runtime failed to build, so
+// that pleg's own checks still run (the Agent is discarded in that case).
+func orNil(m *runtime.Manager) pleg.Runtime {
+	if m == nil {
+		return (*runtime.Manager)(nil)
+	}
+	return m
+}
+
+// podState is the runtime engine's view of the pod workers, for garbage
+// collection. loop is set once by Build before anything runs.
+type podState struct{ loop *syncloop.Loop }
+
+func (p *podState) ShouldPodContentBeRemoved(uid types.UID) bool {
+	return p.loop != nil && p.loop.PodWorkers().ShouldPodContentBeRemoved(uid)
+}
+
+func (p *podState) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
+	return p.loop != nil && p.loop.PodWorkers().ShouldPodRuntimeBeRemoved(uid)
+}

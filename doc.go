@@ -1,0 +1,35 @@
+// Package nodekit wires nodekit's parts into a running node agent: a Builder
+// collects the settings, Build constructs every part (validating each one's
+// configuration, reporting every problem at once) and the Agent it returns
+// runs them.
+//
+//	agent, err := nodekit.NewBuilder().
+//		WithNodeName("edge-1").
+//		WithRuntimeEndpoint("unix:///run/containerd/containerd.sock"). // or WithFakeRuntime(images...)
+//		WithManifestDir("/etc/nodekit/manifests").
+//		WithRootDir("/var/lib/nodekit").
+//		WithLogger(log).
+//		Build()
+//	if err != nil { ... }        // errors.Join of every bad setting, each naming its part and field
+//	go agent.Run(ctx)           // until ctx ends or a part fails
+//	<-agent.Ready()             // the sync loop runs
+//	status, ok := agent.StatusManager().GetPodStatus(uid)
+//
+// The data flows as in the kubelet:
+//
+//	pod sources ─► podconfig ─► syncloop ◄─ pleg events ◄─ relist ◄─ CRI
+//	                               │
+//	            pod workers ─► runtime engine (runtime.Manager) ─► CRI
+//	            status manager ─► StatusSink
+//
+// The subsystem packages do not import each other; this package is the only
+// place that knows all of them. It holds wiring only: converting podconfig's
+// updates and pleg's events into the sync loop's types, starting the parts in
+// dependency order (runtime connection, podconfig and its sources, pleg, the
+// sync loop) and stopping them in reverse order.
+//
+// Stopping the agent does not stop the pods: containers keep running, and an
+// agent started again with the same root directory and sources takes them
+// over without restarting them (the runtime's labels say which pod each
+// container belongs to and which spec it was created from).
+package nodekit

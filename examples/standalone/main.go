@@ -1,0 +1,340 @@
+// Command standalone is a small node agent built with nodekit: it runs the
+// static pods of a manifest directory and shows what happens to them in a
+// table refreshed every second.
+//
+// With no flags it runs on the in-memory fake runtime (no root, no
+// containerd) with the example manifests shipped beside it:
+//
+//	go run ./examples/standalone
+//
+// Against a real CRI runtime (host-network pods need no CNI):
+//
+//	go run ./examples/standalone --runtime-endpoint unix:///run/containerd/containerd.sock --manifests /etc/nodekit/manifests
+package main
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit"
+)
+
+//go:embed manifests/*.yaml
+var shipped embed.FS
+
+const help = `standalone runs the static pods of a manifest directory with nodekit and
+shows their status. Edit, add or remove manifests while it runs: it picks the
+changes up within a second.
+
+Without --runtime-endpoint it uses an in-memory fake runtime (no root needed)
+and, without --manifests, the example pods shipped with it (copied into the
+root directory so you can edit them there).
+
+It is an agent, not a supervisor: on Ctrl-C or SIGTERM the agent stops, but
+containers it started on a real runtime are left running. Start it again with
+the same --root and --manifests and it takes them over without restarting them.
+Delete the manifests (and wait for the pods to stop) to stop the pods.
+
+Flags:
+`
+
+type options struct {
+	manifests  string
+	endpoint   string
+	root       string
+	nodeName   string
+	duration   time.Duration
+	verbose    bool
+	statusFile string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.manifests, "manifests", "", "directory (or file) of static pod manifests; default: the shipped examples")
+	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI endpoint (unix:///path); empty: the in-memory fake runtime")
+	flag.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
+	flag.StringVar(&o.nodeName, "node-name", "", "node name (static pods are named <name>-<node>); default: the host name")
+	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
+	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level); otherwise only warnings")
+	flag.StringVar(&o.statusFile, "status-file", "", "write the pods' statuses as JSON to this file whenever they change")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), help)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "standalone:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	level := zapcore.WarnLevel
+	if o.verbose {
+		level = zapcore.InfoLevel
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level))
+	defer log.Sync() //nolint:errcheck // best effort on exit
+
+	if o.root == "" {
+		dir, err := os.MkdirTemp("", "nodekit-standalone-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.root = dir
+	}
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	if o.manifests == "" {
+		o.manifests = filepath.Join(root, "manifests")
+		if err := copyShipped(o.manifests); err != nil {
+			return err
+		}
+	}
+	if o.nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "nodekit"
+		}
+		o.nodeName = strings.ToLower(h)
+	}
+
+	b := nodekit.NewBuilder().
+		WithNodeName(o.nodeName).
+		WithManifestDir(o.manifests).
+		WithRootDir(root).
+		WithLogger(log)
+	runtimeName := o.endpoint
+	if o.endpoint == "" {
+		b.WithFakeRuntime("localhost/nodekit/busybox:1")
+		runtimeName = "in-memory fake runtime"
+	} else {
+		b.WithRuntimeEndpoint(o.endpoint)
+	}
+	agent, err := b.Build()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("nodekit standalone: node %s, runtime %s\nmanifests: %s\nroot: %s\n\n", o.nodeName, runtimeName, o.manifests, root)
+
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	shown := make(chan struct{})
+	go func() {
+		defer close(shown)
+		show(ctx, agent, o.statusFile)
+	}()
+	err = agent.Run(ctx)
+	<-shown
+	if err == nil {
+		fmt.Println("\nagent stopped; containers on a real runtime keep running")
+	}
+	return err
+}
+
+// copyShipped writes the embedded example manifests into dir.
+func copyShipped(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return fs.WalkDir(shipped, "manifests", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := shipped.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, d.Name()), data, 0o644)
+	})
+}
+
+// PodReport is one pod in the status file.
+type PodReport struct {
+	Namespace  string            `json:"namespace"`
+	Name       string            `json:"name"`
+	UID        string            `json:"uid"`
+	Phase      v1.PodPhase       `json:"phase"`
+	Ready      string            `json:"ready"`
+	Restarts   int32             `json:"restarts"`
+	Reason     string            `json:"reason,omitempty"`
+	Containers []ContainerReport `json:"containers"`
+}
+
+// ContainerReport is one container in the status file.
+type ContainerReport struct {
+	Name         string `json:"name"`
+	ContainerID  string `json:"containerID"`
+	State        string `json:"state"`
+	Ready        bool   `json:"ready"`
+	RestartCount int32  `json:"restartCount"`
+}
+
+// report gathers the status of every pod the agent runs, sorted by name.
+func report(agent *nodekit.Agent) []PodReport {
+	var out []PodReport
+	for _, pod := range agent.Pods() {
+		st, ok := agent.StatusManager().GetPodStatus(pod.UID)
+		if !ok {
+			st = v1.PodStatus{Phase: v1.PodPending}
+		}
+		r := PodReport{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Phase: st.Phase, Reason: st.Reason}
+		if r.Reason == "" {
+			r.Reason = st.Message
+		}
+		ready, total := 0, len(pod.Spec.Containers)
+		all := append(append([]v1.ContainerStatus{}, st.InitContainerStatuses...), st.ContainerStatuses...)
+		for _, cs := range all {
+			state, why := containerState(cs)
+			if r.Reason == "" && why != "" {
+				r.Reason = cs.Name + ": " + why
+			}
+			r.Restarts += cs.RestartCount
+			r.Containers = append(r.Containers, ContainerReport{
+				Name: cs.Name, ContainerID: cs.ContainerID, State: state, Ready: cs.Ready, RestartCount: cs.RestartCount,
+			})
+		}
+		for _, cs := range st.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+		}
+		r.Ready = fmt.Sprintf("%d/%d", ready, total)
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func containerState(cs v1.ContainerStatus) (state, reason string) {
+	switch {
+	case cs.State.Running != nil:
+		return "running", ""
+	case cs.State.Terminated != nil:
+		t := cs.State.Terminated
+		return "terminated", fmt.Sprintf("%s (exit %d)", t.Reason, t.ExitCode)
+	case cs.State.Waiting != nil:
+		w := cs.State.Waiting
+		if w.Message != "" && w.Reason != "ContainerCreating" {
+			return "waiting", w.Reason + ": " + firstLine(w.Message)
+		}
+		return "waiting", w.Reason
+	}
+	return "unknown", ""
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+func table(w io.Writer, pods []PodReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tPHASE\tREADY\tRESTARTS\tREASON")
+	for _, p := range pods {
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\n", p.Namespace, p.Name, p.Phase, p.Ready, p.Restarts, p.Reason)
+	}
+	if len(pods) == 0 {
+		fmt.Fprintln(tw, "(no pods yet)")
+	}
+	tw.Flush()
+}
+
+// show prints the table every second until ctx ends: on a terminal it
+// redraws the screen, otherwise it prints a new table only when it changed.
+// It also keeps the status file up to date.
+func show(ctx context.Context, agent *nodekit.Agent, statusFile string) {
+	select {
+	case <-agent.Ready():
+	case <-ctx.Done():
+		return
+	case <-agent.Done():
+		return
+	}
+	fi, err := os.Stdout.Stat()
+	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last, lastJSON string
+	for {
+		pods := report(agent)
+		var sb strings.Builder
+		table(&sb, pods)
+		if tty {
+			fmt.Printf("\033[H\033[2J%s  (Ctrl-C stops the agent)\n\n%s", time.Now().Format("15:04:05"), sb.String())
+		} else if sb.String() != last {
+			fmt.Printf("%s\n%s\n", time.Now().Format("15:04:05"), sb.String())
+		}
+		last = sb.String()
+		if statusFile != "" {
+			data, _ := json.MarshalIndent(pods, "", "  ")
+			if string(data) != lastJSON {
+				if err := writeAtomic(statusFile, data); err != nil {
+					fmt.Fprintln(os.Stderr, "standalone: status file:", err)
+				} else {
+					lastJSON = string(data)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-agent.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errors.Join(err, os.Remove(tmp))
+	}
+	return nil
+}

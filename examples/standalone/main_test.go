@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodekit/nodekit/podconfig"
+)
+
+func TestShippedManifestsDecode(t *testing.T) {
+	names, err := fs.Glob(shipped, "manifests/*.yaml")
+	if err != nil || len(names) < 4 {
+		t.Fatalf("shipped manifests: %v %v", names, err)
+	}
+	for _, n := range names {
+		data, _ := shipped.ReadFile(n)
+		pods, err := podconfig.DecodeStaticPods(data, podconfig.StaticPodOptions{NodeName: "n", Source: podconfig.SourceFile, Origin: n})
+		if err != nil || len(pods) != 1 {
+			t.Errorf("%s: %v", n, err)
+			continue
+		}
+		if !pods[0].Spec.HostNetwork {
+			t.Errorf("%s: not host network (would need CNI on a real runtime)", n)
+		}
+	}
+}
+
+// TestRunFake runs the example on the fake runtime for a few seconds and
+// reads its status file: every shipped pod is reported, the web server runs.
+func TestRunFake(t *testing.T) {
+	root := t.TempDir()
+	statusFile := filepath.Join(root, "status.json")
+	o := options{root: root, nodeName: "test", duration: 4 * time.Second, statusFile: statusFile}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(statusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []PodReport
+	if err := json.Unmarshal(data, &pods); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]PodReport{}
+	for _, p := range pods {
+		byName[p.Name] = p
+	}
+	if len(byName) != 4 {
+		t.Fatalf("status file has %d pods, want 4: %s", len(byName), data)
+	}
+	if w := byName["web-test"]; w.Phase != "Running" || w.Ready != "1/1" || len(w.Containers) != 1 ||
+		!strings.HasPrefix(w.Containers[0].ContainerID, "containerd://") {
+		t.Errorf("web: %+v", w)
+	}
+	if s := byName["app-with-sidecar-test"]; s.Phase != "Running" || len(s.Containers) != 2 {
+		t.Errorf("sidecar pod: %+v", s)
+	}
+}
+
+func TestTable(t *testing.T) {
+	var sb strings.Builder
+	table(&sb, []PodReport{{Namespace: "default", Name: "crasher-n", Phase: "Running", Ready: "0/1", Restarts: 3, Reason: "flaky: CrashLoopBackOff"}})
+	want := "POD                PHASE    READY  RESTARTS  REASON\n" +
+		"default/crasher-n  Running  0/1    3         flaky: CrashLoopBackOff\n"
+	if sb.String() != want {
+		t.Errorf("table:\n%q\nwant\n%q", sb.String(), want)
+	}
+}

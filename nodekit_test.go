@@ -1,0 +1,391 @@
+package nodekit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// nameSink records the latest status of every pod by name and signals
+// every change.
+type nameSink struct {
+	mu      sync.Mutex
+	status  map[string]v1.PodStatus
+	changed chan struct{}
+}
+
+func newNameSink() *nameSink {
+	return &nameSink{status: map[string]v1.PodStatus{}, changed: make(chan struct{}, 1)}
+}
+
+func (s *nameSink) SyncPodStatus(_ context.Context, pod *v1.Pod, st v1.PodStatus) error {
+	s.mu.Lock()
+	s.status[pod.Name] = *st.DeepCopy()
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *nameSink) phases() map[string]v1.PodPhase {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]v1.PodPhase{}
+	for n, st := range s.status {
+		out[n] = st.Phase
+	}
+	return out
+}
+
+// waitUntil checks cond whenever wake fires (and every 50ms) until it holds,
+// or fails the test after timeout. It never sleeps.
+func waitUntil(t *testing.T, timeout time.Duration, wake <-chan struct{}, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, detail)
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+func podManifest(name, cmd string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  hostNetwork: true
+  dnsPolicy: Default
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox:1
+    command: ["sh", "-c", %q]
+`, name, cmd)
+}
+
+const forever = "trap 'exit 0' TERM; sleep 3600 & wait"
+
+func writeManifests(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n+".yaml"), []byte(podManifest(n, forever)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func startAgent(t *testing.T, a *nodekit.Agent) (cancel func() error) {
+	t.Helper()
+	ctx, stop := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	return func() error {
+		stop()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return within 30s of the cancel")
+			return nil
+		}
+	}
+}
+
+func runningContainers(t *testing.T, rt *fake.Runtime) map[string]string {
+	t.Helper()
+	cs, err := rt.ListContainers(t.Context(), &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range cs {
+		out[c.Labels[runtime.LabelPodName]] = c.Id
+	}
+	return out
+}
+
+// TestAgentRunsManifestPods runs three static pods on the fake runtime with
+// the real clock, removes one, then stops the agent: every goroutine exits
+// and the remaining containers are left running.
+func TestAgentRunsManifestPods(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	writeManifests(t, dir, "a", "b", "c")
+	sink := newNameSink()
+	agent, err := nodekit.NewBuilder().
+		WithNodeName("Node1").
+		WithFakeRuntime("busybox:1").
+		WithManifestDir(dir).
+		WithRootDir(t.TempDir()).
+		WithStatusSink(sink).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startAgent(t, agent)
+	select {
+	case <-agent.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent not ready after 10s")
+	}
+
+	want := []string{"a-node1", "b-node1", "c-node1"}
+	waitUntil(t, 20*time.Second, sink.changed, "3 pods Running", func() (bool, string) {
+		ph := sink.phases()
+		for _, n := range want {
+			if ph[n] != v1.PodRunning {
+				return false, fmt.Sprint(ph)
+			}
+		}
+		return true, ""
+	})
+	if got := len(agent.Pods()); got != 3 {
+		t.Errorf("agent.Pods() has %d pods, want 3", got)
+	}
+	rt := agent.FakeRuntime()
+	if got := runningContainers(t, rt); len(got) != 3 {
+		t.Errorf("running containers: %v, want one per pod", got)
+	}
+	for _, p := range agent.Pods() {
+		if st, ok := agent.StatusManager().GetPodStatus(p.UID); !ok || st.Phase != v1.PodRunning {
+			t.Errorf("status manager: pod %s: %v %v", p.Name, ok, st.Phase)
+		}
+	}
+
+	// Removing a manifest stops that pod only.
+	before := runningContainers(t, rt)
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, nil, "pod b to stop", func() (bool, string) {
+		got := runningContainers(t, rt)
+		_, b := got["b-node1"]
+		return !b && len(got) == 2, fmt.Sprint(got)
+	})
+	after := runningContainers(t, rt)
+	for _, n := range []string{"a-node1", "c-node1"} {
+		if after[n] != before[n] {
+			t.Errorf("pod %s: container %s replaced by %s", n, before[n], after[n])
+		}
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("Run returned %v after a cancel, want nil", err)
+	}
+	select {
+	case <-agent.Done():
+	default:
+		t.Fatal("Done not closed after Run returned")
+	}
+	if agent.Err() != nil {
+		t.Errorf("Err() = %v", agent.Err())
+	}
+	// An agent is not a supervisor: stopping it leaves the pods running.
+	if got := runningContainers(t, rt); len(got) != 2 {
+		t.Errorf("after the agent stopped: running %v, want a and c", got)
+	}
+	if err := agent.Run(t.Context()); !errors.Is(err, nodekit.ErrAlreadyRunning) {
+		t.Errorf("second Run: %v, want ErrAlreadyRunning", err)
+	}
+}
+
+type failingSource struct{ err error }
+
+func (s failingSource) Run(ctx context.Context) error { return s.err }
+
+type quietSource struct{ out chan<- podconfig.PodUpdate }
+
+func (s quietSource) Run(ctx context.Context) error {
+	select {
+	case s.out <- podconfig.PodUpdate{Op: podconfig.SET}:
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestPartFailureStopsAgent: a source that fails stops the whole agent,
+// and Run names it.
+func TestPartFailureStopsAgent(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	boom := errors.New("boom")
+	agent, err := nodekit.NewBuilder().
+		WithNodeName("n").
+		WithFakeRuntime().
+		WithRootDir(t.TempDir()).
+		WithPodSource("quiet", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			return quietSource{out}, nil
+		}).
+		WithPodSource("flaky", func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			return failingSource{boom}, nil
+		}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = agent.Run(t.Context())
+	if !errors.Is(err, boom) || !errors.Is(err, nodekit.ErrPartStopped) || !strings.Contains(err.Error(), "flaky") {
+		t.Fatalf("Run = %v, want the flaky source's error", err)
+	}
+	if !errors.Is(agent.Err(), boom) {
+		t.Errorf("Err() = %v", agent.Err())
+	}
+}
+
+// TestConnectFailure: an endpoint nobody listens on fails Run at once.
+func TestConnectFailure(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	agent, err := nodekit.NewBuilder().
+		WithNodeName("n").
+		WithRuntimeEndpoint("unix://" + filepath.Join(t.TempDir(), "none.sock")).
+		WithRootDir(t.TempDir()).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Run(t.Context()); !errors.Is(err, nodekit.ErrConnect) {
+		t.Fatalf("Run = %v, want ErrConnect", err)
+	}
+}
+
+// TestBuildReportsEveryProblem: one Build names every bad setting.
+func TestBuildReportsEveryProblem(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	_, err := nodekit.NewBuilder().
+		WithRuntimeEndpoint("tcp://10.0.0.1:1234").
+		WithRootDir("relative/dir").
+		WithPodSource("", nil).
+		WithPodSource("x", nil).
+		WithAdmitHandler(nil).
+		Build()
+	if !errors.Is(err, nodekit.ErrInvalidConfig) {
+		t.Fatalf("Build = %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{
+		"NodeName is required",
+		"RootDir \"relative/dir\" must be an absolute path",
+		"runtime/remote", "Endpoint",
+		"empty source name",
+		"WithPodSource(\"x\"): nil source func",
+		"syncloop", "Admitters[0]",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Build error lacks %q:\n%v", want, err)
+		}
+	}
+
+	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir("/x").Build()
+	if err == nil || !strings.Contains(err.Error(), "no runtime") {
+		t.Errorf("no runtime: %v", err)
+	}
+	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir("/x").WithFakeRuntime().WithRuntimeEndpoint("unix:///a").Build()
+	if err == nil || !strings.Contains(err.Error(), "2 runtimes") {
+		t.Errorf("two runtimes: %v", err)
+	}
+	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir("/x").WithRuntime(nil).Build()
+	if err == nil || !strings.Contains(err.Error(), "nil runtime") {
+		t.Errorf("nil runtime: %v", err)
+	}
+	srcErr := errors.New("bad url")
+	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir("/x").WithFakeRuntime().
+		WithPodSource("http", func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, srcErr }).
+		WithPodSource("nil", func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, nil }).
+		Build()
+	if !errors.Is(err, srcErr) || !strings.Contains(err.Error(), "podconfig source http") ||
+		!strings.Contains(err.Error(), "podconfig source nil") {
+		t.Errorf("source errors: %v", err)
+	}
+	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir("/x").WithFakeRuntime().WithManifestDir("/m").
+		WithPodSource(podconfig.SourceFile, func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, nil }).
+		Build()
+	if err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("duplicate source: %v", err)
+	}
+}
+
+// TestBuildDoesNoIO: Build with an endpoint and a manifest directory that
+// don't exist succeeds, starts no goroutine and creates nothing.
+func TestBuildDoesNoIO(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	root := filepath.Join(t.TempDir(), "root")
+	a, err := nodekit.NewBuilder().
+		WithNodeName("n").
+		WithRuntimeEndpoint("unix:///nonexistent/containerd.sock").
+		WithManifestDir("/nonexistent/manifests").
+		WithRootDir(root).
+		WithNotificationMode(podconfig.Snapshot).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("Build touched the root dir: %v", err)
+	}
+	if a.Runtime() == nil || a.PodConfig() == nil || a.PLEG() == nil || a.Loop() == nil || a.CRI() == nil {
+		t.Error("a part accessor returned nil")
+	}
+	if a.FakeRuntime() != nil {
+		t.Error("FakeRuntime() is not nil for a remote runtime")
+	}
+	if _, ok := a.StatusSink().(*syncloop.MemorySink); !ok {
+		t.Errorf("default sink is %T, want *syncloop.MemorySink", a.StatusSink())
+	}
+	select {
+	case <-a.Done():
+		t.Error("Done closed before Run")
+	default:
+	}
+}
+
+func TestConvert(t *testing.T) {
+	for _, op := range []podconfig.Op{podconfig.SET, podconfig.ADD, podconfig.UPDATE, podconfig.REMOVE, podconfig.DELETE, podconfig.RECONCILE} {
+		pod := &v1.Pod{}
+		got := nodekit.ConvertPodUpdate(podconfig.PodUpdate{Pods: []*v1.Pod{pod}, Op: op, Source: "file"})
+		if got.Op.String() != op.String() || got.Source != "file" || len(got.Pods) != 1 || got.Pods[0] != pod {
+			t.Errorf("ConvertPodUpdate(%v) = %+v", op, got)
+		}
+	}
+	if got := nodekit.ConvertPodUpdate(podconfig.PodUpdate{Op: podconfig.Op(42)}); got.Op.String() != "UNKNOWN" {
+		t.Errorf("unknown op became %v", got.Op)
+	}
+	e := nodekit.ConvertEvent(&pleg.PodLifecycleEvent{ID: "u1", Type: pleg.ContainerDied, Data: "c1"})
+	if e.ID != "u1" || e.Type != syncloop.EventContainerDied || e.Data != "c1" {
+		t.Errorf("ConvertEvent = %+v", e)
+	}
+	if nodekit.ConvertEvent(nil) != nil {
+		t.Error("ConvertEvent(nil) is not nil")
+	}
+}
