@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
@@ -68,8 +69,8 @@ func next(t *testing.T, out <-chan podconfig.PodUpdate) podconfig.PodUpdate {
 			t.Fatalf("update %v/%s, want SET/api", u.Op, u.Source)
 		}
 		return u
-	case <-t.Context().Done():
-		t.Fatal("no update")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no update within 30s")
 		return podconfig.PodUpdate{}
 	}
 }
@@ -157,6 +158,10 @@ func TestListUsesNodeFieldSelector(t *testing.T) {
 		t.Errorf("no list action")
 	}
 }
+
+// Note for writers of tests: the fake clientset's watch replays objects
+// created after the list's resource version but not deletions, so a test
+// deletes only after it has seen an event that came through the watch.
 
 // TestStopWhileOutFull: nobody reads Out; Run must still return on cancel.
 func TestStopWhileOutFull(t *testing.T) {

@@ -29,16 +29,20 @@ func Example() {
 	u := <-out
 	fmt.Println(u.Op, u.Source, len(u.Pods), u.Pods[0].Name)
 
-	if err := client.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+	// A pod bound to the node later: the full set is sent again.
+	if _, err := client.CoreV1().Pods("default").Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"},
+		Spec:       v1.PodSpec{NodeName: "node-1"},
+	}, metav1.CreateOptions{}); err != nil {
 		panic(err)
 	}
 	u = <-out
-	fmt.Println(u.Op, len(u.Pods))
+	fmt.Println(u.Op, len(u.Pods), u.Pods[0].Name, u.Pods[1].Name)
 
 	cancel()
 	fmt.Println(<-done)
 	// Output:
 	// SET api 1 web
-	// SET 0
+	// SET 2 db web
 	// <nil>
 }
