@@ -1,0 +1,224 @@
+package syncloop
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+// The real components satisfy the loop's consumer interfaces.
+var (
+	_ RuntimeManager      = (*runtime.Manager)(nil)
+	_ RuntimeStatusGetter = (*fake.Runtime)(nil)
+	_ PodCache            = (*pleg.Cache)(nil)
+	_ ReasonSource        = RuntimeManager(nil)
+)
+
+var ltEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// ltEnv is a loop over a fake CRI runtime, a real runtime.Manager and a
+// real GenericPLEG.
+type ltEnv struct {
+	t       *testing.T
+	rt      *fake.Runtime
+	mgr     *runtime.Manager
+	plg     *pleg.GenericPLEG
+	updates chan PodUpdate
+	events  chan *PodLifecycleEvent
+	sink    *MemorySink
+	loop    *Loop
+	ready   atomic.Bool
+	root    string
+}
+
+// ltNew builds the environment on clk; mod may change the loop config.
+func ltNew(t *testing.T, clk clock.WithTicker, mod func(*Config)) *ltEnv {
+	t.Helper()
+	e := &ltEnv{t: t, updates: make(chan PodUpdate, 16), events: make(chan *PodLifecycleEvent, 100), sink: NewMemorySink(), root: t.TempDir()}
+	e.ready.Store(true)
+	rt, err := fake.New(fake.Config{Clock: clk, Images: []string{"busybox", "registry.k8s.io/pause:3.10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rt = rt
+	e.mgr, err = runtime.New(runtime.Config{
+		Runtime: rt, Images: rt, Clock: clk, PodLogsRoot: t.TempDir(),
+		DNS: runtime.DNSConfig{ResolvConf: "-"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.plg, err = pleg.New(pleg.Config{Runtime: e.mgr, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		NodeName:      "node-1",
+		Updates:       e.updates,
+		Events:        e.events,
+		SourcesReady:  e.ready.Load,
+		Runtime:       e.mgr,
+		RuntimeStatus: rt,
+		Cache:         e.plg.Cache(),
+		PLEGHealthy:   e.plg.Healthy,
+		RequestRelist: e.plg.RequestRelist,
+		StatusSink:    e.sink,
+		Root:          e.root,
+		Clock:         clk,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	e.loop, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// forward converts the PLEG's events into the loop's until ctx ends.
+func (e *ltEnv) forward(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-e.plg.Watch():
+				select {
+				case e.events <- &PodLifecycleEvent{ID: ev.ID, Type: string(ev.Type), Data: ev.Data}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+}
+
+func ltPod(uid, name string, created int, containers ...v1.Container) *v1.Pod {
+	if len(containers) == 0 {
+		containers = []v1.Container{{Name: "app", Image: "busybox", Command: []string{"sleep", "infinity"}}}
+	}
+	grace := int64(5)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			UID: types.UID(uid), Name: name, Namespace: "default",
+			CreationTimestamp: metav1.NewTime(ltEpoch.Add(time.Duration(created) * time.Second)),
+			Annotations:       map[string]string{statusConfigSourceAnnotation: "file"},
+		},
+		Spec: v1.PodSpec{Containers: containers, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace},
+	}
+}
+
+// ltWorkerState returns whether the pod workers know uid, and its state.
+func ltWorkerState(p *PodWorkers, uid types.UID) (PodWorkerState, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.statuses[uid]
+	if !ok {
+		return 0, false
+	}
+	return s.workType(), true
+}
+
+// ltStub is a RuntimeManager that records calls and runs nothing.
+type ltStub struct {
+	mu       sync.Mutex
+	pods     []*runtime.Pod
+	syncs    []types.UID
+	kills    []types.UID
+	gcs      int
+	gcReady  []bool
+	forgot   []types.UID
+	statuses map[types.UID]*runtime.PodStatus
+}
+
+func (s *ltStub) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods, nil
+}
+
+func (s *ltStub) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.statuses[uid]; ok {
+		return st, nil
+	}
+	return &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+}
+
+func (s *ltStub) SyncPod(_ context.Context, pod *v1.Pod, _ *runtime.PodStatus, _ []v1.Secret) runtime.SyncResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncs = append(s.syncs, pod.UID)
+	return runtime.SyncResult{}
+}
+
+func (s *ltStub) KillPod(_ context.Context, pod *v1.Pod, rp *runtime.Pod, _ *int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pod != nil {
+		s.kills = append(s.kills, pod.UID)
+	} else if rp != nil {
+		s.kills = append(s.kills, rp.ID)
+	}
+	return nil
+}
+
+func (s *ltStub) GarbageCollect(_ context.Context, _ runtime.GCPolicy, ready bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gcs++
+	s.gcReady = append(s.gcReady, ready)
+	return nil
+}
+
+func (s *ltStub) Reason(types.UID, string) (string, string) { return "", "" }
+
+func (s *ltStub) ForgetPod(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgot = append(s.forgot, uid)
+}
+
+func (s *ltStub) counts() (syncs, kills, gcs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.syncs), len(s.kills), s.gcs
+}
+
+// ltCache is a PodCache that always has a status newer than asked.
+type ltCache struct{}
+
+func (ltCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*runtime.PodStatus, error) {
+	return &runtime.PodStatus{ID: uid}, nil
+}
+
+// ltStubLoop builds a loop over ltStub on a fake clock-like clk.
+func ltStubLoop(t *testing.T, clk clock.WithTicker, mod func(*Config)) (*Loop, *ltStub, chan PodUpdate) {
+	t.Helper()
+	stub := &ltStub{statuses: map[types.UID]*runtime.PodStatus{}}
+	updates := make(chan PodUpdate, 16)
+	cfg := Config{Updates: updates, Runtime: stub, Cache: ltCache{}, Clock: clk}
+	if mod != nil {
+		mod(&cfg)
+	}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, stub, updates
+}
