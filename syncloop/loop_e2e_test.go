@@ -103,7 +103,9 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal("pod not finished")
 		}
 		if !e.sink.Deleted("u1") {
-			st, ok := e.sink.Get("u1"); sm, _ := e.loop.StatusManager().GetPodStatus("u1"); t.Fatalf("finished deleted pod not deleted from the sink: %v %s %s / %s", ok, st.Phase, st.Message, sm.Phase)
+			st, ok := e.sink.Get("u1")
+			sm, _ := e.loop.StatusManager().GetPodStatus("u1")
+			t.Fatalf("finished deleted pod not deleted from the sink: %v %s %s / %s", ok, st.Phase, st.Message, sm.Phase)
 		}
 
 		// REMOVE: housekeeping removes the pod directory.
