@@ -74,13 +74,17 @@
 // a real runtime, so one pod spec behaves alike on fake and on containerd:
 //
 //	sleep N                  exits 0 after N seconds (N may be 1.5, 2m, 1h, 1d,
-//	                         infinity); ignores SIGTERM, as PID 1 without a handler does
+//	                         infinity); dies of SIGTERM at once with 143, as busybox
+//	                         sleep does on containerd
 //	true / false             exit 0 / 1 at once
 //	sh -c "<script>"         statements split at ; && || & and newlines:
 //	                         `sleep N` adds N; `exit N` ends with N (after the
 //	                         sleeps before it); `sleep N &` + `wait` waits for it;
 //	                         `trap '<action>' TERM` (or SIGTERM, 15) makes it handle
 //	                         SIGTERM, exiting with the action's `exit N` (default 0);
+//	                         `trap '' TERM` makes it ignore SIGTERM (so does no trap:
+//	                         a shell is PID 1); a foreground endless sleep never lets
+//	                         a trap run (a real shell runs traps between commands);
 //	                         echo, touch, cat, test and similar take no time;
 //	                         `exec <cmd>` continues as <cmd>; a script that ends
 //	                         exits with its last status; anything else (loops,
@@ -88,9 +92,9 @@
 //	anything else, or none   not interpreted: layers 1-2 decide (runs forever,
 //	                         ignores SIGTERM unless it is the pause image)
 //
-// A real shell runs a trap only after its foreground command ends, so on a
-// real runtime `trap 'exit 0' TERM; sleep 3600` is not stopped until the
-// timeout; write `trap 'exit 0' TERM; sleep 3600 & wait` for a pod that
+// A real shell runs a trap only after its foreground command ends, so
+// `trap 'exit 0' TERM; sleep 3600` is not stopped until the timeout (on the
+// fake too); write `trap 'exit 0' TERM; sleep 3600 & wait` for a pod that
 // stops at once on both.
 //
 // StopContainer with timeout <= 0 kills at once (137). A process that

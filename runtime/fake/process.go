@@ -295,10 +295,12 @@ func interpret(command, args []string) (patch, bool) {
 		if !ok {
 			return patch{}, false
 		}
+		// busybox sleep dies of SIGTERM even as PID 1 (measured on
+		// containerd 1.6 + runc 1.1: exit 143 within ~100ms).
 		if forever {
-			return foreverPatch().withSigterm(SigtermIgnore, 0), true
+			return foreverPatch().withSigterm(SigtermHandle, 143), true
 		}
-		return exitPatch(d, 0).withSigterm(SigtermIgnore, 0), true
+		return exitPatch(d, 0).withSigterm(SigtermHandle, 143), true
 	case "sh", "ash", "bash", "dash":
 		if len(argv) >= 3 && strings.HasPrefix(argv[1], "-") && strings.Contains(argv[1], "c") {
 			return interpretScript(argv[2])
@@ -386,8 +388,11 @@ func interpretScript(script string) (patch, bool) {
 		switch name := path.Base(w[0]); {
 		case name == "trap":
 			if len(w) >= 3 && trapsTerm(w[2:]) {
-				handles = true
-				termCode = trapExitCode(w[1])
+				// trap '' TERM ignores the signal; trap - TERM resets it
+				// (a shell as PID 1 then ignores it too).
+				action := strings.TrimSpace(w[1])
+				handles = action != "" && action != "-"
+				termCode = trapExitCode(action)
 			}
 			last = 0
 		case name == "sleep":
@@ -401,7 +406,9 @@ func interpretScript(script string) (patch, bool) {
 			case st.background:
 				bgMax = max(bgMax, elapsed+d)
 			case forever:
-				return finish(foreverPatch())
+				// A shell runs its trap only after the foreground command
+				// ends: a foreground endless sleep never lets it run.
+				return foreverPatch().withSigterm(SigtermIgnore, 0), true
 			default:
 				elapsed += d
 			}

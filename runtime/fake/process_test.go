@@ -53,10 +53,10 @@ func TestInterpret(t *testing.T) {
 		want    Behavior
 		unknown bool
 	}{
-		{"sleep", []string{"sleep", "10"}, Behavior{Exits: true, After: 10 * time.Second}, false},
-		{"busybox sleep", []string{"/bin/busybox", "sleep", "1.5"}, Behavior{Exits: true, After: 1500 * time.Millisecond}, false},
-		{"sleep suffix", []string{"sleep", "2m"}, Behavior{Exits: true, After: 2 * time.Minute}, false},
-		{"sleep infinity", []string{"sleep", "infinity"}, forever, false},
+		{"sleep", []string{"sleep", "10"}, Behavior{Exits: true, After: 10 * time.Second, Sigterm: SigtermHandle, TermExitCode: 143}, false},
+		{"busybox sleep", []string{"/bin/busybox", "sleep", "1.5"}, Behavior{Exits: true, After: 1500 * time.Millisecond, Sigterm: SigtermHandle, TermExitCode: 143}, false},
+		{"sleep suffix", []string{"sleep", "2m"}, Behavior{Exits: true, After: 2 * time.Minute, Sigterm: SigtermHandle, TermExitCode: 143}, false},
+		{"sleep infinity", []string{"sleep", "infinity"}, Behavior{Sigterm: SigtermHandle, TermExitCode: 143}, false},
 		{"true", []string{"true"}, Behavior{Exits: true}, false},
 		{"false", []string{"/bin/false"}, Behavior{Exits: true, ExitCode: 1}, false},
 		{"exit", []string{"sh", "-c", "exit 3"}, Behavior{Exits: true, ExitCode: 3}, false},
@@ -67,7 +67,10 @@ func TestInterpret(t *testing.T) {
 		{"trap code", []string{"sh", "-c", `trap "echo bye; exit 143" SIGTERM; while true; do sleep 1; done`}, Behavior{Sigterm: SigtermHandle, TermExitCode: 143}, false},
 		{"loop", []string{"sh", "-c", "while true; do sleep 1; done"}, forever, false},
 		{"server", []string{"sh", "-c", "httpd -f -p 8080"}, forever, false},
-		{"exec", []string{"sh", "-c", "sleep 1; exec sleep 2"}, Behavior{Exits: true, After: 3 * time.Second}, false},
+		{"trap ignore", []string{"sh", "-c", "trap '' TERM; sleep 3600"}, Behavior{Exits: true, After: time.Hour}, false},
+		{"trap then foreground sleep", []string{"sh", "-c", "trap 'exit 0' TERM; sleep infinity"}, forever, false},
+		{"trap with wait", []string{"sh", "-c", "trap 'exit 3' TERM; sleep infinity & wait"}, Behavior{Sigterm: SigtermHandle, TermExitCode: 3}, false},
+		{"exec", []string{"sh", "-c", "sleep 1; exec sleep 2"}, Behavior{Exits: true, After: 3 * time.Second, Sigterm: SigtermHandle, TermExitCode: 143}, false},
 		{"unbalanced quote", []string{"sh", "-c", "echo 'oops"}, Behavior{}, true},
 		{"none", nil, Behavior{}, true},
 		{"nginx", []string{"nginx", "-g", "daemon off;"}, Behavior{}, true},
@@ -100,12 +103,12 @@ func TestBehaviorLayers(t *testing.T) {
 			Behavior{Exits: true, ExitCode: 2, After: time.Second, CPUMillicores: 500, MemoryBytes: 2 << 20}},
 		{"interpreter over image", func() (string, []string, map[string]string) {
 			return "registry.example/app:v1", []string{"sleep", "9"}, nil
-		}, Behavior{Exits: true, After: 9 * time.Second, CPUMillicores: 500, MemoryBytes: 2 << 20}},
+		}, Behavior{Exits: true, After: 9 * time.Second, Sigterm: SigtermHandle, TermExitCode: 143, CPUMillicores: 500, MemoryBytes: 2 << 20}},
 		{"pause handles", func() (string, []string, map[string]string) { return "registry.k8s.io/pause:3.10", nil, nil },
 			Behavior{Sigterm: SigtermHandle, CPUMillicores: 10, MemoryBytes: 2 << 20}},
 		{"annotation over all", func() (string, []string, map[string]string) {
 			return "busybox", []string{"sleep", "9"}, map[string]string{BehaviorAnnotation("x"): "exit=5,cpu=1"}
-		}, Behavior{Exits: true, After: 9 * time.Second, ExitCode: 5, CPUMillicores: 1000, MemoryBytes: 2 << 20}},
+		}, Behavior{Exits: true, After: 9 * time.Second, ExitCode: 5, Sigterm: SigtermHandle, TermExitCode: 143, CPUMillicores: 1000, MemoryBytes: 2 << 20}},
 	}
 	for i, tc := range cases {
 		image, cmd, ann := tc.cfg()

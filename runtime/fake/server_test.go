@@ -75,7 +75,7 @@ func TestServeRoundTrip(t *testing.T) {
 	if err != nil || is.Image != nil {
 		t.Fatalf("ImageStatus of absent %v %v", is, err)
 	}
-	cr, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: ctrConfig("c", "busybox", "sleep", "60")})
+	cr, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb, Config: ctrConfig("c", "busybox", "sh", "-c", "trap '' TERM; sleep 60")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestStopHandlesVersusIgnores(t *testing.T) {
 	}
 
 	// An ignoring process is killed only when the timeout has passed on the clock.
-	sleeper := mustStart(t, r, sb, ctrConfig("sleeper", "busybox", "sleep", "3600"))
+	sleeper := mustStart(t, r, sb, ctrConfig("sleeper", "busybox", "sh", "-c", "trap '' TERM; sleep 3600"))
 	done := make(chan error, 1)
 	go func() { done <- r.StopContainer(ctx, sleeper, 30) }()
 	waitWaiters(t, fc, 1)
@@ -90,7 +90,7 @@ func TestStopHandlesVersusIgnores(t *testing.T) {
 	}
 
 	// A process that exits on its own during the grace period ends the wait early.
-	short := mustStart(t, r, sb, ctrConfig("short", "busybox", "sleep", "5"))
+	short := mustStart(t, r, sb, ctrConfig("short", "busybox", "sh", "-c", "trap '' TERM; sleep 5"))
 	go func() { done <- r.StopContainer(ctx, short, 30) }()
 	waitWaiters(t, fc, 1)
 	fc.Step(5 * time.Second)
@@ -108,7 +108,7 @@ func TestStopHandlesVersusIgnores(t *testing.T) {
 
 	// ctx ends the wait; the pending kill still happens at the deadline.
 	cctx, cancel := context.WithCancel(ctx)
-	late := mustStart(t, r, sb, ctrConfig("late", "busybox", "sleep", "3600"))
+	late := mustStart(t, r, sb, ctrConfig("late", "busybox", "sh", "-c", "trap '' TERM; sleep 3600"))
 	go func() { done <- r.StopContainer(cctx, late, 10) }()
 	waitWaiters(t, fc, 1)
 	cancel()
@@ -207,7 +207,7 @@ func TestStopWaitsOnARealClock(t *testing.T) {
 	}
 	ctx := t.Context()
 	sb := mustRun(t, r, podConfig("p", true, nil))
-	id := mustStart(t, r, sb, ctrConfig("c", "busybox", "sleep", "3600"))
+	id := mustStart(t, r, sb, ctrConfig("c", "busybox", "sh", "-c", "trap '' TERM; sleep 3600"))
 	start := time.Now()
 	if err := r.StopContainer(ctx, id, 1); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,12 @@ func settle(fc *clocktesting.FakeClock) func() {
 		for !fc.HasWaiters() && time.Now().Before(deadline) {
 			goruntime.Gosched()
 		}
+		// One goroutine waiting does not mean its siblings (e.g. the other
+		// containers KillPod stops in parallel) have made their calls yet:
+		// give them a moment of real time before the clock moves on.
+		for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
+			goruntime.Gosched()
+		}
 	}
 }
 
