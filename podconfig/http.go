@@ -37,7 +37,9 @@ type HTTPSourceConfig struct {
 	// (user:pass@) are used but never logged or put in errors.
 	URL string
 	// Header is sent with every request. Its values are never logged or put
-	// in errors.
+	// in errors: should a server echo one back (in a body that fails
+	// validation, say), Sync's error shows "<redacted>" in its place
+	// (values of 4 bytes or more; errors.Is still sees the original chain).
 	Header http.Header
 	// NodeName is the node the pods run on (name suffix, spec.nodeName).
 	// Required.

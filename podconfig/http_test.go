@@ -503,3 +503,22 @@ func TestNewHTTPSourceConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPSourceTimeout(t *testing.T) {
+	httpLeakCheck(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	out := make(chan PodUpdate, 1)
+	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out, Timeout: 50 * time.Millisecond})
+	if err := s.Sync(t.Context()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want a deadline error", err)
+	}
+	expectNoUpdate(t, out)
+}
