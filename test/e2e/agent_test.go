@@ -289,7 +289,8 @@ func TestAgent(t *testing.T) {
 	for i := range numPods {
 		writeManifest(t, manifests, podName(i), manifest(podName(i), e.busybox, "1"))
 	}
-	agent := e.start(t, root, manifests, "agent1")
+	top := t // agents live until the end of the whole test, not of a subtest
+	agent := e.start(top, root, manifests, "agent1")
 	full := func(i int) string { return podName(i) + "-" + nodeName }
 
 	// 1. All 30 pods run, as containerd and the agent's status both say.
@@ -311,7 +312,10 @@ func TestAgent(t *testing.T) {
 	// 2. Editing one manifest restarts that pod only.
 	t.Run("edit", func(t *testing.T) {
 		writeManifest(t, manifests, podName(7), manifest(podName(7), e.busybox, "2"))
-		took := waitFor(t, 30*time.Second, "the edited pod's new container", func() (bool, string) {
+		// The edit gives the pod a new UID: the new pod waits until the old
+		// one has stopped (static pod exclusion) and is then retried after
+		// the pod workers' back-off (10s, +0-50% jitter), as the kubelet does.
+		took := waitFor(t, 40*time.Second, "the edited pod's new container", func() (bool, string) {
 			c := e.running(t)[full(7)]
 			return c != nil && c.Id != before[full(7)].Id, "still the old container"
 		})
@@ -369,7 +373,7 @@ func TestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-agent.exited
-		agent = e.start(t, root, manifests, "agent2")
+		agent = e.start(top, root, manifests, "agent2")
 		waitFor(t, 60*time.Second, "the new agent to report every pod", func() (bool, string) {
 			st := agent.status()
 			ready := 0
