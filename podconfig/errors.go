@@ -18,6 +18,10 @@ var (
 	ErrTooLarge = errors.New("podconfig: manifest too large")
 	// ErrTooDeep: the manifest nests deeper than the decoder's limit.
 	ErrTooDeep = errors.New("podconfig: manifest nested too deeply")
+	// ErrQuantityOutOfRange: a resource quantity in a manifest is longer than
+	// MaxQuantityLength or has an exponent beyond ±MaxQuantityExponent. It
+	// is refused before it is parsed. Also wraps ErrInvalidManifest.
+	ErrQuantityOutOfRange = errors.New("podconfig: quantity out of range")
 	// ErrInvalidPod: a pod failed validation (ValidatePod).
 	ErrInvalidPod = errors.New("podconfig: invalid pod")
 	// ErrInvalidSource: a source name is empty or not configured.

@@ -63,8 +63,12 @@ type StaticPodOptions struct {
 //
 // Errors wrap ErrInvalidManifest and name the origin; a YAML or JSON syntax
 // error names the line, a validation error the field. Oversized input wraps
-// ErrTooLarge as well, over-deep input ErrTooDeep, input with no document
-// ErrEmptyManifest. The result is all-or-nothing: one bad pod in a list
+// ErrTooLarge as well (bytes, values, aliases, pods, and per pod containers,
+// volumes, env, ports, mounts: see the Max* constants), over-deep input
+// ErrTooDeep, a quantity too long or with too large an exponent
+// ErrQuantityOutOfRange, input with no document ErrEmptyManifest. All these
+// bounds are checked before the work they bound, so a hostile manifest costs
+// time linear in its size. The result is all-or-nothing: one bad pod in a list
 // fails the whole manifest.
 func DecodeStaticPods(data []byte, opts StaticPodOptions) ([]*v1.Pod, error) {
 	origin := opts.Origin
@@ -99,6 +103,9 @@ func DecodeStaticPods(data []byte, opts StaticPodOptions) ([]*v1.Pod, error) {
 		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(js, &list); err != nil {
 			return nil, fail("%w", jsonError(err, js, data))
 		}
+		if len(list.Items) > MaxPodsPerManifest {
+			return nil, fail("%w: items: %d pods, the limit is %d", ErrTooLarge, len(list.Items), MaxPodsPerManifest)
+		}
 		for i, raw := range list.Items {
 			var itm metav1.TypeMeta
 			if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &itm); err != nil {
@@ -128,6 +135,9 @@ func DecodeStaticPods(data []byte, opts StaticPodOptions) ([]*v1.Pod, error) {
 		if pod.Name == "" {
 			return nil, fail("%smetadata.name: Required value: a static pod needs a name", prefixes[i])
 		}
+		if err := checkPodBounds(pod); err != nil {
+			return nil, fail("%spod %q: %w", prefixes[i], pod.Name, err)
+		}
 		if err := defaultStaticPod(pod, opts); err != nil {
 			return nil, fail("%spod %q: %w", prefixes[i], pod.Name, err)
 		}
@@ -147,7 +157,7 @@ func manifestToJSON(data []byte) ([]byte, error) {
 		return nil, ErrEmptyManifest
 	}
 	if trimmed[0] == '{' {
-		if err := checkJSONDepth(trimmed, MaxManifestDepth); err != nil {
+		if err := scanJSON(trimmed); err != nil {
 			return nil, err
 		}
 		if !json.Valid(trimmed) {
@@ -157,8 +167,14 @@ func manifestToJSON(data []byte) ([]byte, error) {
 		}
 		return trimmed, nil
 	}
-	if err := checkYAMLShape(data); err != nil {
-		return nil, err
+	// Without a '*' there is no alias: the JSON is then no bigger than the
+	// YAML (give or take quoting) and scanJSON below bounds its depth and
+	// values, so the separate pass over a node tree is needed only when
+	// aliases may expand the document.
+	if bytes.IndexByte(data, '*') >= 0 {
+		if err := checkYAMLShape(data); err != nil {
+			return nil, err
+		}
 	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
@@ -170,44 +186,17 @@ func manifestToJSON(data []byte) ([]byte, error) {
 	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return nil, ErrEmptyManifest
 	}
-	return js, nil
-}
-
-// checkJSONDepth scans JSON text (without parsing it) and fails when arrays
-// and objects nest deeper than max.
-func checkJSONDepth(data []byte, max int) error {
-	depth, inString, escaped := 0, false, false
-	for i, c := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			if depth > max {
-				return fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, lineOf(data, i), max)
-			}
-		case '}', ']':
-			depth--
-		}
+	if err := scanJSON(js); err != nil {
+		return nil, err
 	}
-	return nil
+	return js, nil
 }
 
 // checkYAMLShape parses the first YAML document into a node tree (which does
 // not expand aliases) and measures it as if aliases were expanded: the
-// expanded size must stay within maxExpandedSize and the depth within
-// MaxManifestDepth. Aliases are measured once each (memoized), so the check
+// expanded size must stay within maxExpandedSize, the depth within
+// MaxManifestDepth, the expanded number of nodes within MaxManifestNodes
+// and the alias references within MaxManifestAliases. Aliases are measured once each (memoized), so the check
 // itself is linear in the input.
 func checkYAMLShape(data []byte) error {
 	var doc yaml3.Node
@@ -224,12 +213,25 @@ func checkYAMLShape(data []byte) error {
 
 type yamlShape struct {
 	size   int64
+	nodes  int64
 	height int
 }
 
 type yamlMeasure struct {
-	memo  map[*yaml3.Node]yamlShape
-	total int64
+	memo    map[*yaml3.Node]yamlShape
+	total   int64 // expanded size so far
+	nodes   int64 // expanded nodes so far
+	aliases int
+}
+
+func (m *yamlMeasure) overLimits(line int) error {
+	if m.total > maxExpandedSize {
+		return fmt.Errorf("%w: aliases expand the document beyond %d bytes", ErrTooLarge, maxExpandedSize)
+	}
+	if m.nodes > MaxManifestNodes {
+		return fmt.Errorf("%w: line %d: more than %d values (aliases counted as copies)", ErrTooLarge, line, MaxManifestNodes)
+	}
+	return nil
 }
 
 func (m *yamlMeasure) measure(n *yaml3.Node, depth int) (yamlShape, error) {
@@ -241,10 +243,8 @@ func (m *yamlMeasure) measure(n *yaml3.Node, depth int) (yamlShape, error) {
 			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
 		}
 		m.total += s.size
-		if m.total > maxExpandedSize {
-			return s, fmt.Errorf("%w: aliases expand the document beyond %d bytes", ErrTooLarge, maxExpandedSize)
-		}
-		return s, nil
+		m.nodes += s.nodes
+		return s, m.overLimits(n.Line)
 	}
 	var s yamlShape
 	switch n.Kind {
@@ -252,15 +252,20 @@ func (m *yamlMeasure) measure(n *yaml3.Node, depth int) (yamlShape, error) {
 		if n.Alias == nil {
 			return s, fmt.Errorf("line %d: unresolved alias", n.Line)
 		}
-		m.memo[n] = yamlShape{size: maxExpandedSize + 1, height: MaxManifestDepth + 1} // cycle guard
+		m.aliases++
+		if m.aliases > MaxManifestAliases {
+			return s, fmt.Errorf("%w: line %d: more than %d alias references", ErrTooLarge, n.Line, MaxManifestAliases)
+		}
+		m.memo[n] = yamlShape{size: maxExpandedSize + 1, nodes: MaxManifestNodes + 1, height: MaxManifestDepth + 1} // cycle guard
 		inner, err := m.measure(n.Alias, depth)
 		if err != nil {
 			return s, err
 		}
 		s = inner
 	case yaml3.ScalarNode:
-		s = yamlShape{size: int64(len(n.Value)) + 3}
+		s = yamlShape{size: int64(len(n.Value)) + 3, nodes: 1}
 		m.total += s.size
+		m.nodes++
 	default: // document, mapping, sequence
 		if n.Kind != yaml3.DocumentNode && depth+1 > MaxManifestDepth {
 			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
@@ -269,22 +274,24 @@ func (m *yamlMeasure) measure(n *yaml3.Node, depth int) (yamlShape, error) {
 		if n.Kind != yaml3.DocumentNode {
 			next = depth + 1
 		}
-		s.size = 2
+		s.size, s.nodes = 2, 1
 		m.total += 2
+		m.nodes++
 		for _, c := range n.Content {
 			cs, err := m.measure(c, next)
 			if err != nil {
 				return s, err
 			}
 			s.size += cs.size + 1
+			s.nodes += cs.nodes
 			m.total++
 			if cs.height+1 > s.height {
 				s.height = cs.height + 1
 			}
 		}
 	}
-	if m.total > maxExpandedSize {
-		return s, fmt.Errorf("%w: aliases expand the document beyond %d bytes", ErrTooLarge, maxExpandedSize)
+	if err := m.overLimits(n.Line); err != nil {
+		return s, err
 	}
 	m.memo[n] = s
 	return s, nil

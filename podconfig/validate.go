@@ -22,7 +22,15 @@ type ValidationError struct {
 	Errs field.ErrorList
 }
 
+// maxReportedErrors bounds how many problems Error spells out, so a pod
+// with thousands of bad fields does not make a megabyte message.
+const maxReportedErrors = 20
+
 func (e *ValidationError) Error() string {
+	if len(e.Errs) > maxReportedErrors {
+		return fmt.Sprintf("%s: %s (and %d more)", ErrInvalidPod.Error(),
+			e.Errs[:maxReportedErrors].ToAggregate().Error(), len(e.Errs)-maxReportedErrors)
+	}
 	return ErrInvalidPod.Error() + ": " + e.Errs.ToAggregate().Error()
 }
 
