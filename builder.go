@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
@@ -69,6 +70,7 @@ type Builder struct {
 	podLogsRoot string
 	sink        syncloop.StatusSink
 	admitters   []syncloop.AdmitHandler
+	allocatable func() v1.ResourceList
 	clock       clock.WithTicker
 	logger      *zap.Logger
 	registerer  prometheus.Registerer
@@ -140,6 +142,15 @@ func (b *Builder) WithStatusSink(s syncloop.StatusSink) *Builder { b.sink = s; r
 // order given.
 func (b *Builder) WithAdmitHandler(h syncloop.AdmitHandler) *Builder {
 	b.admitters = append(b.admitters, h)
+	return b
+}
+
+// WithNodeAllocatable gives the node's allocatable resources: the sync loop
+// rejects pods whose requests don't fit (OutOfcpu, OutOfmemory, ...), and the
+// runtime uses them for resourceFieldRef env values of containers without
+// limits. Without it the resource-fit check is skipped.
+func (b *Builder) WithNodeAllocatable(f func() v1.ResourceList) *Builder {
+	b.allocatable = f
 	return b
 }
 
@@ -225,7 +236,7 @@ func (b *Builder) Build() (*Agent, error) {
 	if cri != nil {
 		m, err := runtime.New(runtime.Config{
 			Runtime: cri, Images: cri, PodLogsRoot: logsRoot, NodeName: b.nodeName,
-			PodState: ps, Clock: clk, Logger: log, Registerer: b.registerer,
+			PodState: ps, NodeAllocatable: b.allocatable, Clock: clk, Logger: log, Registerer: b.registerer,
 		})
 		if err != nil {
 			errs = append(errs, partErr("runtime", err))
@@ -299,17 +310,18 @@ func (b *Builder) Build() (*Agent, error) {
 	a.updates = make(chan syncloop.PodUpdate)
 	a.events = make(chan *syncloop.PodLifecycleEvent, pleg.DefaultChannelCapacity)
 	lcfg := syncloop.Config{
-		NodeName:     b.nodeName,
-		Updates:      a.updates,
-		Events:       a.events,
-		SourcesReady: a.sourcesReady,
-		Runtime:      mgr,
-		StatusSink:   b.sink,
-		Root:         b.rootDir,
-		Admitters:    b.admitters,
-		Clock:        clk,
-		Logger:       log,
-		Registerer:   b.registerer,
+		NodeName:        b.nodeName,
+		Updates:         a.updates,
+		Events:          a.events,
+		SourcesReady:    a.sourcesReady,
+		Runtime:         mgr,
+		StatusSink:      b.sink,
+		Root:            b.rootDir,
+		Admitters:       b.admitters,
+		NodeAllocatable: b.allocatable,
+		Clock:           clk,
+		Logger:          log,
+		Registerer:      b.registerer,
 	}
 	if st, ok := cri.(RuntimeStatuser); ok {
 		lcfg.RuntimeStatus = st

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
@@ -219,6 +220,59 @@ func TestAgentRunsManifestPods(t *testing.T) {
 	}
 	if err := agent.Run(t.Context()); !errors.Is(err, nodekit.ErrAlreadyRunning) {
 		t.Errorf("second Run: %v, want ErrAlreadyRunning", err)
+	}
+}
+
+// TestAdmission: the admit handlers and the node's allocatable resources
+// given to the Builder reach the sync loop; rejected pods fail and get no
+// containers.
+func TestAdmission(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	writeManifests(t, dir, "a", "b")
+	big := podManifest("big", forever) + "    resources: {requests: {cpu: \"8\"}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sink := newNameSink()
+	agent, err := nodekit.NewBuilder().
+		WithNodeName("n").
+		WithFakeRuntime().
+		WithManifestDir(dir).
+		WithRootDir(t.TempDir()).
+		WithStatusSink(sink).
+		WithNodeAllocatable(func() v1.ResourceList {
+			return v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
+		}).
+		WithAdmitHandler(syncloop.AdmitFunc(func(pod *v1.Pod, _ []*v1.Pod) syncloop.AdmitResult {
+			if pod.Name == "b-n" {
+				return syncloop.AdmitResult{Reason: "NotB", Message: "no b pods here"}
+			}
+			return syncloop.AdmitResult{Admit: true}
+		})).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startAgent(t, agent)
+	waitUntil(t, 20*time.Second, sink.changed, "a Running, b and big Failed", func() (bool, string) {
+		ph := sink.phases()
+		return ph["a-n"] == v1.PodRunning && ph["b-n"] == v1.PodFailed && ph["big-n"] == v1.PodFailed, fmt.Sprint(ph)
+	})
+	sink.mu.Lock()
+	b, bigSt := sink.status["b-n"], sink.status["big-n"]
+	sink.mu.Unlock()
+	if b.Reason != "NotB" || !strings.Contains(b.Message, "no b pods here") {
+		t.Errorf("b: reason %q message %q", b.Reason, b.Message)
+	}
+	if bigSt.Reason != syncloop.ReasonOutOfCPU {
+		t.Errorf("big: reason %q, want %q", bigSt.Reason, syncloop.ReasonOutOfCPU)
+	}
+	if got := runningContainers(t, agent.FakeRuntime()); len(got) != 1 || got["a-n"] == "" {
+		t.Errorf("running containers %v, want only a's", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 
