@@ -131,49 +131,72 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 	}
 
-	// Parts run under contexts that keep ctx's values but not its
-	// cancellation: the agent cancels them itself, one at a time.
-	base := context.WithoutCancel(ctx)
-	failed := make(chan error, len(a.sources)+5)
-	var parts []*part
-	start := func(name string, run func(context.Context) error) {
-		pctx, cancel := context.WithCancel(base)
-		p := &part{name: name, cancel: cancel, done: make(chan struct{})}
-		parts = append(parts, p)
-		go func() {
-			defer close(p.done)
-			err := run(pctx)
-			if pctx.Err() != nil {
-				return // stopped by the agent
-			}
-			if err == nil {
-				err = errors.New("returned early")
-			}
-			failed <- fmt.Errorf("%w: %s: %w", ErrPartStopped, name, err)
-		}()
-	}
-
-	start("podconfig", a.podConfig.Run)
+	r := newRunner(ctx, len(a.sources)+5)
+	r.start("podconfig", a.podConfig.Run)
 	for _, s := range a.sources {
-		start("source "+s.name, s.src.Run)
+		r.start("source "+s.name, s.src.Run)
 	}
-	start("pleg", a.pleg.Run)
-	start("pleg events", a.forwardEvents)
-	start("pod updates", a.forwardUpdates)
-	start("syncloop", a.loop.Run)
+	r.start("pleg", a.pleg.Run)
+	r.start("pleg events", a.forwardEvents)
+	r.start("pod updates", a.forwardUpdates)
+	r.start("syncloop", a.loop.Run)
 	a.log.Info("agent started", zap.Int("sources", len(a.sources)))
+	err = r.wait(ctx, a.log)
+	a.log.Info("agent stopped")
+	return err
+}
 
+// runner runs parts, each under its own context that keeps the values of
+// the agent's context but not its cancellation, so that they can be stopped
+// one by one in reverse start order.
+type runner struct {
+	base   context.Context
+	parts  []*part
+	failed chan error
+}
+
+func newRunner(ctx context.Context, capacity int) *runner {
+	return &runner{base: context.WithoutCancel(ctx), failed: make(chan error, capacity)}
+}
+
+// start runs fn in a goroutine. fn returning while its context is live is
+// a failure (even with nil), reported to wait.
+func (r *runner) start(name string, fn func(context.Context) error) {
+	pctx, cancel := context.WithCancel(r.base)
+	p := &part{name: name, cancel: cancel, done: make(chan struct{})}
+	r.parts = append(r.parts, p)
+	go func() {
+		defer close(p.done)
+		err := fn(pctx)
+		if pctx.Err() != nil {
+			return // stopped by the runner
+		}
+		if err == nil {
+			err = errors.New("returned early")
+		}
+		select {
+		case r.failed <- fmt.Errorf("%w: %s: %w", ErrPartStopped, name, err):
+		default: // another failure is already reported
+		}
+	}()
+}
+
+// wait blocks until ctx ends or a part fails, then stops every part in
+// reverse start order, each after the later ones have returned. It returns
+// the first failure, or nil when ctx ended.
+func (r *runner) wait(ctx context.Context, log *zap.Logger) error {
+	var err error
 	select {
 	case <-ctx.Done():
-		a.log.Info("agent stopping")
-	case err = <-failed:
-		a.log.Error("agent stopping: a part failed", zap.Error(err))
+		log.Info("agent stopping")
+	case err = <-r.failed:
+		log.Error("agent stopping: a part failed", zap.Error(err))
 	}
-	for i := len(parts) - 1; i >= 0; i-- {
-		parts[i].cancel()
-		<-parts[i].done
+	for i := len(r.parts) - 1; i >= 0; i-- {
+		r.parts[i].cancel()
+		<-r.parts[i].done
+		log.Debug("part stopped", zap.String("part", r.parts[i].name))
 	}
-	a.log.Info("agent stopped")
 	return err
 }
 
