@@ -1,7 +1,6 @@
 package podconfig
 
 import (
-	"hash/maphash"
 	"sort"
 	"time"
 
@@ -23,86 +22,6 @@ type sourceState struct {
 	pods  map[types.UID]*entry
 	order []types.UID // delivery order: the order of the source's last SET, then additions
 	seen  bool        // the source delivered a SET at least once
-}
-
-// fingerprinter hashes the parts of a pod the merge compares, using the
-// pods' generated protobuf encoders into a reused buffer (no reflection, no
-// allocation per pod in the steady state). Maps are folded in order-free.
-type fingerprinter struct {
-	seed maphash.Seed
-	buf  []byte
-	h    maphash.Hash
-}
-
-func newFingerprinter() *fingerprinter {
-	f := &fingerprinter{seed: maphash.MakeSeed()}
-	f.h.SetSeed(f.seed)
-	return f
-}
-
-func (f *fingerprinter) marshal(size int, to func([]byte) (int, error)) []byte {
-	if cap(f.buf) < size {
-		f.buf = make([]byte, size*2)
-	}
-	b := f.buf[:size]
-	n, err := to(b)
-	if err != nil {
-		return nil
-	}
-	return b[size-n:]
-}
-
-// sums returns (semantic, status) fingerprints of pod.
-func (f *fingerprinter) sums(pod *v1.Pod) (uint64, uint64) {
-	f.h.Reset()
-	_, _ = f.h.Write(f.marshal(pod.Spec.Size(), pod.Spec.MarshalToSizedBuffer))
-	f.h.WriteByte(0)
-	writeUint(&f.h, f.mapSum(pod.Labels, false))
-	writeUint(&f.h, f.mapSum(pod.Annotations, true))
-	if t := pod.DeletionTimestamp; t != nil {
-		f.h.WriteByte(1)
-		writeUint(&f.h, uint64(t.UnixNano()))
-	} else {
-		f.h.WriteByte(0)
-	}
-	if g := pod.DeletionGracePeriodSeconds; g != nil {
-		f.h.WriteByte(1)
-		writeUint(&f.h, uint64(*g))
-	} else {
-		f.h.WriteByte(0)
-	}
-	semantic := f.h.Sum64()
-	f.h.Reset()
-	_, _ = f.h.Write(f.marshal(pod.Status.Size(), pod.Status.MarshalToSizedBuffer))
-	return semantic, f.h.Sum64()
-}
-
-// mapSum folds a string map into one number independent of iteration
-// order; local annotations are skipped when skipLocal.
-func (f *fingerprinter) mapSum(m map[string]string, skipLocal bool) uint64 {
-	var sum uint64
-	n := 0
-	for k, v := range m {
-		if skipLocal && isLocalAnnotation(k) {
-			continue
-		}
-		n++
-		hk, hv := maphash.String(f.seed, k), maphash.String(f.seed, v)
-		sum += (hk ^ (hv*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019)) * 0xff51afd7ed558ccd
-	}
-	return sum + uint64(n)*0x9e3779b97f4a7c15
-}
-
-func writeUint(h *maphash.Hash, v uint64) {
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
-	}
-	_, _ = h.Write(b[:])
-}
-
-func isLocalAnnotation(k string) bool {
-	return k == ConfigSourceAnnotation || k == ConfigSeenAnnotation || k == ConfigMirrorAnnotation
 }
 
 // diff is the outcome of merging one source update, before it is shaped into
