@@ -214,7 +214,15 @@ func report(agent *nodekit.Agent) []PodReport {
 		if r.Reason == "" {
 			r.Reason = st.Message
 		}
+		// READY counts app containers and sidecars, as kubectl does.
 		ready, total := 0, len(pod.Spec.Containers)
+		sidecars := map[string]bool{}
+		for _, c := range pod.Spec.InitContainers {
+			if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+				sidecars[c.Name] = true
+				total++
+			}
+		}
 		all := append(append([]v1.ContainerStatus{}, st.InitContainerStatuses...), st.ContainerStatuses...)
 		for _, cs := range all {
 			state, why := containerState(cs)
@@ -226,8 +234,8 @@ func report(agent *nodekit.Agent) []PodReport {
 				Name: cs.Name, ContainerID: cs.ContainerID, State: state, Ready: cs.Ready, RestartCount: cs.RestartCount,
 			})
 		}
-		for _, cs := range st.ContainerStatuses {
-			if cs.Ready {
+		for _, cs := range all {
+			if cs.Ready && (sidecars[cs.Name] || !isInit(pod, cs.Name)) {
 				ready++
 			}
 		}
@@ -241,6 +249,15 @@ func report(agent *nodekit.Agent) []PodReport {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+func isInit(pod *v1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func containerState(cs v1.ContainerStatus) (state, reason string) {

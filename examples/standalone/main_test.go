@@ -61,7 +61,7 @@ func TestRunFake(t *testing.T) {
 		!strings.HasPrefix(w.Containers[0].ContainerID, "containerd://") {
 		t.Errorf("web: %+v", w)
 	}
-	if s := byName["app-with-sidecar-test"]; s.Phase != "Running" || len(s.Containers) != 2 {
+	if s := byName["app-with-sidecar-test"]; s.Phase != "Running" || s.Ready != "2/2" || len(s.Containers) != 2 {
 		t.Errorf("sidecar pod: %+v", s)
 	}
 }
