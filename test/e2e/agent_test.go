@@ -204,7 +204,18 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 
 func podName(i int) string { return fmt.Sprintf("sleeper-%02d", i) }
 
+// trapTerm stops at once on SIGTERM; ignoreTerm (sleep as PID 1) ignores it
+// and is killed when the grace period ends.
+const (
+	trapTerm   = `["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]`
+	ignoreTerm = `["sleep", "3600"]`
+)
+
 func manifest(name, image, version string) string {
+	return manifestCmd(name, image, version, trapTerm)
+}
+
+func manifestCmd(name, image, version, command string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -216,11 +227,11 @@ spec:
   containers:
   - name: main
     image: %s
-    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    command: %s
     env:
     - name: VERSION
       value: "%s"
-`, name, grace, image, version)
+`, name, grace, image, command, version)
 }
 
 func writeManifest(t *testing.T, dir, name, content string) {
@@ -286,9 +297,11 @@ func TestAgent(t *testing.T) {
 	if err := os.Mkdir(manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i := range numPods {
+	for i := range numPods - 1 {
 		writeManifest(t, manifests, podName(i), manifest(podName(i), e.busybox, "1"))
 	}
+	// The last pod ignores SIGTERM: deleting it shows the grace period.
+	writeManifest(t, manifests, podName(numPods-1), manifestCmd(podName(numPods-1), e.busybox, "1", ignoreTerm))
 	top := t // agents live until the end of the whole test, not of a subtest
 	agent := e.start(top, root, manifests, "agent1")
 	full := func(i int) string { return podName(i) + "-" + nodeName }
@@ -332,7 +345,8 @@ func TestAgent(t *testing.T) {
 		before = now
 	})
 
-	// 3. Deleting a manifest stops the pod within its grace period.
+	// 3. Deleting a manifest stops the pod within its grace period: the pod
+	// ignores SIGTERM, so it is killed when the grace period ends.
 	t.Run("delete", func(t *testing.T) {
 		if err := os.Remove(filepath.Join(manifests, podName(29)+".yaml")); err != nil {
 			t.Fatal(err)
@@ -341,7 +355,10 @@ func TestAgent(t *testing.T) {
 			_, ok := e.running(t)[full(29)]
 			return !ok, "its container still runs"
 		})
-		t.Logf("deleted pod stopped after %v", took.Round(10*time.Millisecond))
+		t.Logf("deleted pod stopped after %v (grace %ds)", took.Round(10*time.Millisecond), grace)
+		if took < (grace-1)*time.Second {
+			t.Errorf("the pod stopped after %v: its SIGTERM-ignoring container was not given its %ds grace", took, grace)
+		}
 		delete(before, full(29))
 	})
 
