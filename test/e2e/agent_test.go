@@ -277,11 +277,9 @@ func (e *env) cleanup(t *testing.T) {
 		if !strings.HasSuffix(sb.GetMetadata().GetName(), "-"+nodeName) {
 			continue
 		}
-		if err := e.cri.StopPodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: stop %s: %v", sb.Id, err)
-		}
+		stopErr := e.cri.StopPodSandbox(ctx, sb.Id)
 		if err := e.cri.RemovePodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: remove %s: %v", sb.Id, err)
+			t.Logf("cleanup: sandbox %s: stop: %v; remove: %v", sb.Id, stopErr, err)
 		}
 	}
 }
