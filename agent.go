@@ -77,7 +77,9 @@ func (a *Agent) StatusManager() *syncloop.StatusManager { return a.loop.StatusMa
 // to WithStatusSink, else a *syncloop.MemorySink.
 func (a *Agent) StatusSink() syncloop.StatusSink { return a.loop.StatusSink() }
 
-// Pods returns the pods the sync loop currently wants to run.
+// Pods returns the pods the sync loop currently knows (the desired pods,
+// those rejected by admission included), oldest first. They are shared:
+// treat them as read-only.
 func (a *Agent) Pods() []*v1.Pod { return a.loop.Pods() }
 
 // Ready is closed once the sync loop is ready (it has started and its pod
@@ -109,7 +111,8 @@ type part struct {
 // after it has returned, and returns once every goroutine has exited: nil
 // after a cancellation, else the first failure (naming the part). Containers
 // keep running after Run returns: stopping the agent does not stop pods.
-// Run may be called once.
+// A runtime given to WithRuntime stays open (its owner closes it); one made
+// by WithRuntimeEndpoint is closed. Run may be called once.
 func (a *Agent) Run(ctx context.Context) (err error) {
 	if !a.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
