@@ -99,3 +99,14 @@ func BenchmarkResyncOneStatusChanged(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFingerprint is the per-pod cost of the unchanged-check: one
+// pass over spec, labels, annotations and status.
+func BenchmarkFingerprint(b *testing.B) {
+	f := newFingerprinter()
+	p := benchPod(0, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		f.sums(p)
+	}
+}

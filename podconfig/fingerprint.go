@@ -2,6 +2,7 @@ package podconfig
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"reflect"
 	"time"
 	"unsafe"
@@ -34,9 +35,9 @@ import (
 // Fingerprints are seeded per PodConfig (hash/maphash) and only compared in
 // memory: they are not stable across processes and never persisted.
 //
-// The state update h' = mix(h ^ v) is a bijection of h for every v, so two
-// walks that differ in exactly one hashed word never collide; otherwise a
-// collision has probability about 2^-64.
+// Each step h' = mix(h, v) is a bijection of h for every v, so two walks
+// that differ in exactly one hashed word never collide; otherwise a
+// collision is about as likely as for any 64-bit hash.
 
 type hashKind uint8
 
@@ -57,8 +58,12 @@ const (
 	hkOpaque // interfaces, channels, funcs, complex: not in pods; hashed as a constant
 )
 
+// hashField is one field of a struct plan. Fields of nested structs held by
+// value are flattened into their parent, with offsets from its start.
 type hashField struct {
 	off  uintptr
+	kind hashKind
+	size uintptr
 	plan *hashPlan
 }
 
@@ -120,8 +125,15 @@ func compilePlan(t reflect.Type, memo map[reflect.Type]*hashPlan) *hashPlan {
 		for i := range t.NumField() {
 			f := t.Field(i)
 			fp := compilePlan(f.Type, memo)
-			if fp.kind != hkNone {
-				p.fields = append(p.fields, hashField{off: f.Offset, plan: fp})
+			switch fp.kind {
+			case hkNone:
+			case hkStruct: // complete: a struct cannot hold itself by value
+				for _, sub := range fp.fields {
+					sub.off += f.Offset
+					p.fields = append(p.fields, sub)
+				}
+			default:
+				p.fields = append(p.fields, hashField{off: f.Offset, kind: fp.kind, size: fp.size, plan: fp})
 			}
 		}
 	case reflect.Map:
@@ -137,10 +149,14 @@ func compilePlan(t reflect.Type, memo map[reflect.Type]*hashPlan) *hashPlan {
 	return p
 }
 
-// mix folds v into the state h (splitmix64's finalizer over h^v: a
-// bijection for fixed v).
+// mix folds v into the state h: multiply by an odd constant and rotate,
+// a bijection of h for fixed v. Results are finalized before use.
 func mix(h, v uint64) uint64 {
-	h ^= v
+	return bits.RotateLeft64((h^v)*0x9e3779b97f4a7c15, 31)
+}
+
+// finalize spreads every bit of h over the result (splitmix64's finalizer).
+func finalize(h uint64) uint64 {
 	h ^= h >> 30
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 27
@@ -193,7 +209,7 @@ func (f *fingerprinter) sums(pod *v1.Pod) (uint64, uint64) {
 	} else {
 		h = mix(h, hashNil)
 	}
-	return h, f.walk(f.status, unsafe.Pointer(&pod.Status), hashInit)
+	return finalize(h), finalize(f.walk(f.status, unsafe.Pointer(&pod.Status), hashInit))
 }
 
 // walk folds the value of plan's type at ptr into h.
@@ -260,14 +276,31 @@ func (f *fingerprinter) walk(p *hashPlan, ptr unsafe.Pointer, h uint64) uint64 {
 		for i := range p.fields {
 			fd := &p.fields[i]
 			fp := unsafe.Add(ptr, fd.off)
-			switch fd.plan.kind {
+			switch fd.kind {
 			case hkString:
 				h = f.mixString(h, *(*string)(fp))
+			case hkInt, hkUint:
+				switch fd.size {
+				case 1:
+					h = mix(h, uint64(*(*uint8)(fp)))
+				case 2:
+					h = mix(h, uint64(*(*uint16)(fp)))
+				case 4:
+					h = mix(h, uint64(*(*uint32)(fp)))
+				default:
+					h = mix(h, *(*uint64)(fp))
+				}
+			case hkBool:
+				if *(*bool)(fp) {
+					h = mix(h, 1)
+				} else {
+					h = mix(h, 2)
+				}
 			case hkPtr:
-				if *(*unsafe.Pointer)(fp) == nil {
+				if q := *(*unsafe.Pointer)(fp); q == nil {
 					h = mix(h, hashNil)
 				} else {
-					h = f.walk(fd.plan, fp, h)
+					h = f.walk(fd.plan.elem, q, mix(h, hashPresent))
 				}
 			case hkSlice:
 				if *(*int)(unsafe.Add(fp, unsafe.Sizeof(uintptr(0)))) == 0 {
@@ -299,11 +332,17 @@ func (f *fingerprinter) walk(p *hashPlan, ptr unsafe.Pointer, h uint64) uint64 {
 	return h
 }
 
+// mixString folds a string: up to 8 bytes directly (with the length, so
+// the encoding is one-to-one), longer ones through maphash.
 func (f *fingerprinter) mixString(h uint64, s string) uint64 {
-	if s == "" {
-		return mix(h, 0)
+	if len(s) <= 7 {
+		v := uint64(len(s)) << 56
+		for i := 0; i < len(s); i++ {
+			v |= uint64(s[i]) << (8 * i)
+		}
+		return mix(h, v)
 	}
-	return mix(h, maphash.String(f.seed, s))
+	return mix(mix(h, 0xff<<56), maphash.String(f.seed, s))
 }
 
 // mixQuantity folds the value and format of q (see the top of this file).
@@ -311,12 +350,19 @@ func (f *fingerprinter) mixQuantity(h uint64, q *resource.Quantity) uint64 {
 	if q.IsZero() {
 		return mix(h, hashNil)
 	}
+	format := uint64(len(q.Format)) // the formats have distinct lengths
+	// Fast path: a value that is a whole number of thousandths (nearly all
+	// of them) hashes as that number. Whether it is one depends only on the
+	// value, so equal values take the same path.
+	if n := q.MilliValue(); q.Cmp(*resource.NewMilliQuantity(n, q.Format)) == 0 {
+		return mix(mix(h, uint64(n)), 1<<16|format)
+	}
 	digits, exp := q.AsCanonicalBytes(f.qbuf[:0])
 	if cap(digits) > cap(f.qbuf) {
 		f.qbuf = digits[:0]
 	}
 	h = mix(h, maphash.Bytes(f.seed, digits))
-	return mix(h, uint64(uint32(exp))<<8|uint64(len(q.Format)))
+	return mix(h, uint64(uint32(exp))<<24|2<<16|format)
 }
 
 // resourceListSum is genericMapSum for the most common map of a spec.
@@ -326,7 +372,7 @@ func (f *fingerprinter) resourceListSum(m v1.ResourceList) uint64 {
 	}
 	sum := uint64(len(m)) * hashInit
 	for k, q := range m {
-		sum += mix(f.mixQuantity(f.mixString(hashInit, string(k)), &q), 0x656e747279)
+		sum += finalize(f.mixQuantity(f.mixString(hashInit, string(k)), &q))
 	}
 	return sum
 }
@@ -354,7 +400,7 @@ func (f *fingerprinter) genericMapSum(p *hashPlan, ptr unsafe.Pointer) uint64 {
 		vbuf.SetIterValue(iter)
 		e := f.walk(p.key, kbuf.Addr().UnsafePointer(), hashInit)
 		e = f.walk(p.elem, vbuf.Addr().UnsafePointer(), e)
-		sum += mix(e, 0x656e747279)
+		sum += finalize(e)
 	}
 	return sum
 }
@@ -369,7 +415,7 @@ func (f *fingerprinter) mapSum(m map[string]string, skipLocal bool) uint64 {
 			continue
 		}
 		n++
-		sum += mix(mix(hashInit, maphash.String(f.seed, k)), maphash.String(f.seed, v))
+		sum += finalize(mix(mix(hashInit, maphash.String(f.seed, k)), maphash.String(f.seed, v)))
 	}
 	return sum + uint64(n)*hashInit
 }

@@ -175,6 +175,12 @@ func TestFingerprintChanges(t *testing.T) {
 			q.ToDec()
 			p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = q
 		}, false, false},
+		{"cpu 100m -> 1n (below a thousandth)", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = resource.MustParse("1n")
+		}, true, false},
+		{"cpu 100m -> 1e20 (beyond int64 thousandths)", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = resource.MustParse("1e20")
+		}, true, false},
 		{"request added", func(p *v1.Pod) {
 			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}
 		}, true, false},
@@ -228,6 +234,24 @@ func TestFingerprintChanges(t *testing.T) {
 	p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = resource.MustParse("0.2")
 	if out := c.Merge("file", PodUpdate{Op: SET, Pods: []*v1.Pod{p}}); len(out) != 1 || out[0].Op != UPDATE {
 		t.Fatalf("100m -> 0.2 gave %v", summary(out))
+	}
+}
+
+func TestFingerprintQuantityPaths(t *testing.T) {
+	f := newFingerprinter()
+	for _, pair := range [][2]string{{"1n", "0.000000001"}, {"1e20", "100000000000000000000"}, {"1.5", "1500m"}, {"2", "2000m"}} {
+		a, b := resource.MustParse(pair[0]), resource.MustParse(pair[1])
+		b.ToDec() // the other internal form
+		if a.Format != b.Format {
+			b.Format = a.Format
+		}
+		if f.mixQuantity(1, &a) != f.mixQuantity(1, &b) {
+			t.Errorf("%s and %s differ", pair[0], pair[1])
+		}
+	}
+	a, b := resource.MustParse("1n"), resource.MustParse("2n")
+	if f.mixQuantity(1, &a) == f.mixQuantity(1, &b) {
+		t.Errorf("1n and 2n are the same")
 	}
 }
 

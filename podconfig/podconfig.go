@@ -81,6 +81,7 @@ type PodConfig struct {
 	required []string // sources SeenAllSources waits for, in order of addition
 	channels map[string]chan PodUpdate
 	fp       *fingerprinter
+	scratch  mergeScratch
 	running  bool
 	runCtx   context.Context
 	wg       sync.WaitGroup

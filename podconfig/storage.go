@@ -15,7 +15,20 @@ type entry struct {
 	pod       *v1.Pod
 	semantic  uint64 // spec, labels, non-local annotations, deletion fields
 	statusSum uint64
+	gen       uint64 // the SET that last named this pod (see mergeScratch.gen)
 }
+
+// mergeScratch is reused from merge to merge (under PodConfig.mu) so a
+// resync of unchanged pods allocates nothing per pod.
+type mergeScratch struct {
+	gen   uint64 // counts SETs
+	order []types.UID
+	names map[nsName]struct{}
+	uids  map[types.UID]struct{}
+	pods  []*v1.Pod
+}
+
+type nsName struct{ ns, name string }
 
 // sourceState is everything known about one source.
 type sourceState struct {
@@ -51,22 +64,30 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 	case SET:
 		d.firstSet = !st.seen
 		st.seen = true
-		old := st.pods
-		st.pods = make(map[types.UID]*entry, len(u.Pods))
-		order := st.order[:0:0]
-		for _, p := range c.filter(source, u.Pods) {
-			e := c.upsert(source, old[p.UID], p, now, &d)
-			st.pods[p.UID] = e
+		// Entries named by this SET get its generation; the others are
+		// removed afterwards. The map is updated in place.
+		c.scratch.gen++
+		gen := c.scratch.gen
+		order := c.scratch.order[:0]
+		pods := c.filter(source, u.Pods)
+		for _, p := range pods {
+			old := st.pods[p.UID]
+			e := c.upsert(source, old, p, now, &d)
+			e.gen = gen
+			if e != old {
+				st.pods[p.UID] = e
+			}
 			order = append(order, p.UID)
 		}
+		c.doneFiltered(pods)
 		for _, uid := range st.order {
-			if _, kept := st.pods[uid]; !kept {
-				if e, ok := old[uid]; ok {
-					d.removes = append(d.removes, e.pod)
-				}
+			if e, ok := st.pods[uid]; ok && e.gen != gen {
+				d.removes = append(d.removes, e.pod)
+				delete(st.pods, uid)
 			}
 		}
-		st.order = order
+		// Keep the old order's array for the next SET (of any source).
+		st.order, c.scratch.order = order, st.order[:0]
 	case REMOVE:
 		gone := make(map[types.UID]bool, len(u.Pods))
 		for _, p := range u.Pods {
@@ -89,13 +110,15 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 			st.order = order
 		}
 	default: // ADD, UPDATE, DELETE, RECONCILE: upsert the given pods
-		for _, p := range c.filter(source, u.Pods) {
+		pods := c.filter(source, u.Pods)
+		for _, p := range pods {
 			old, existed := st.pods[p.UID]
 			st.pods[p.UID] = c.upsert(source, old, p, now, &d)
 			if !existed {
 				st.order = append(st.order, p.UID)
 			}
 		}
+		c.doneFiltered(pods)
 	}
 	if c.metrics != nil {
 		c.metrics.pods.WithLabelValues(source).Set(float64(len(st.pods)))
@@ -107,13 +130,15 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 // safe path segments, and a second pod with the same namespace/name in one
 // update (the later one), logging why.
 func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
-	out := pods[:0:0]
-	type nsName struct{ ns, name string }
+	out := c.scratch.pods[:0]
 	var names map[nsName]struct{}
 	var uids map[types.UID]struct{}
 	if len(pods) > 1 {
-		names = make(map[nsName]struct{}, len(pods))
-		uids = make(map[types.UID]struct{}, len(pods))
+		if c.scratch.names == nil {
+			c.scratch.names = make(map[nsName]struct{}, len(pods))
+			c.scratch.uids = make(map[types.UID]struct{}, len(pods))
+		}
+		names, uids = c.scratch.names, c.scratch.uids
 	}
 	for i, p := range pods {
 		if p == nil {
@@ -143,7 +168,16 @@ func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
 		}
 		out = append(out, p)
 	}
+	clear(names) // keep the capacity, not the caller's strings
+	clear(uids)
 	return out
+}
+
+// doneFiltered hands the slice filter returned back for reuse, dropping
+// its references to the caller's pods.
+func (c *PodConfig) doneFiltered(pods []*v1.Pod) {
+	clear(pods)
+	c.scratch.pods = pods[:0]
 }
 
 // upsert merges incoming pod p (read only) with the stored entry old (nil if
