@@ -30,9 +30,13 @@
 // # Merge and notification modes
 //
 // Every incoming pod is fingerprinted once (spec, labels, non-local
-// annotations and the deletion fields in one hash; status in another, both
-// from the generated protobuf encoders, no reflection). An unchanged pod
-// costs that hash and nothing else: it is not copied. A new UID is an add; a
+// annotations and the deletion fields in one hash; status in another),
+// walking the Go values field by field along a plan derived once from the
+// API types: no encoding and no allocation. Nil and empty slices or maps are
+// equal; quantities are equal when value and format are ("100m" = "0.1",
+// "1Ki" ≠ "1024": the kubelet's reflect.DeepEqual would call the first an
+// update); times when they are the same instant. An unchanged pod costs that
+// hash and nothing else: it is not copied. A new UID is an add; a
 // changed fingerprint is an update, or a delete when the pod carries a
 // deletion timestamp; a changed status alone is a reconcile; a UID missing
 // from a SET is a remove. Changes to the local annotations
