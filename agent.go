@@ -39,6 +39,7 @@ type Agent struct {
 	sources   []sourceRun
 	pleg      *pleg.GenericPLEG
 	loop      *syncloop.Loop
+	parts     []extraPart
 
 	// updates and events carry podconfig's and pleg's streams, converted, to
 	// the sync loop (which imports neither package).
@@ -134,7 +135,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 	}
 
-	r := newRunner(ctx, len(a.sources)+5)
+	r := newRunner(ctx, len(a.sources)+len(a.parts)+5)
 	r.start("podconfig", a.podConfig.Run)
 	for _, s := range a.sources {
 		r.start("source "+s.name, s.src.Run)
@@ -142,6 +143,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	r.start("pleg", a.pleg.Run)
 	r.start("pleg events", a.forwardEvents)
 	r.start("pod updates", a.forwardUpdates)
+	for _, p := range a.parts {
+		r.start(p.name, p.run)
+	}
 	r.start("syncloop", a.loop.Run)
 	a.log.Info("agent started", zap.Int("sources", len(a.sources)))
 	err = r.wait(ctx, a.log)

@@ -74,6 +74,17 @@ type Builder struct {
 	clock       clock.WithTicker
 	logger      *zap.Logger
 	registerer  prometheus.Registerer
+
+	volumes       syncloop.VolumeHooks
+	mounts        runtime.MountProvider
+	cgroups       syncloop.CgroupHooks
+	cgroupParents runtime.CgroupParentProvider
+	probes        syncloop.ProbeHooks
+	probeState    syncloop.ProbeState
+	probeResults  runtime.ProbeResults
+	runtimeEdits  []func(*runtime.Config)
+	loopEdits     []func(*syncloop.Config)
+	parts         []extraPart
 }
 
 // NewBuilder returns a Builder with no settings.
@@ -234,10 +245,15 @@ func (b *Builder) Build() (*Agent, error) {
 	ps := &podState{}
 	var mgr *runtime.Manager
 	if cri != nil {
-		m, err := runtime.New(runtime.Config{
+		rcfg := runtime.Config{
 			Runtime: cri, Images: cri, PodLogsRoot: logsRoot, NodeName: b.nodeName,
 			PodState: ps, NodeAllocatable: b.allocatable, Clock: clk, Logger: log, Registerer: b.registerer,
-		})
+			Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
+		}
+		for _, edit := range b.runtimeEdits {
+			edit(&rcfg)
+		}
+		m, err := runtime.New(rcfg)
 		if err != nil {
 			errs = append(errs, partErr("runtime", err))
 		} else {
@@ -322,6 +338,10 @@ func (b *Builder) Build() (*Agent, error) {
 		Clock:           clk,
 		Logger:          log,
 		Registerer:      b.registerer,
+		Volumes:         b.volumes,
+		Cgroups:         b.cgroups,
+		Probes:          b.probes,
+		ProbeState:      b.probeState,
 	}
 	if st, ok := cri.(RuntimeStatuser); ok {
 		lcfg.RuntimeStatus = st
@@ -333,12 +353,23 @@ func (b *Builder) Build() (*Agent, error) {
 	} else {
 		lcfg.Cache = pleg.NewCache(clk) // a stand-in: the Agent is discarded
 	}
+	for _, edit := range b.loopEdits {
+		edit(&lcfg)
+	}
 	loop, err := syncloop.New(lcfg)
 	if err != nil {
 		errs = append(errs, partErr("syncloop", err))
 	}
 	a.loop = loop
 	ps.loop = loop
+
+	for _, p := range b.parts {
+		if p.name == "" || p.run == nil {
+			errs = append(errs, configErr("builder", "WithPart: a part needs a name and a run func"))
+			continue
+		}
+		a.parts = append(a.parts, p)
+	}
 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -1,0 +1,65 @@
+package nodekit
+
+import (
+	"context"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// The node-level managers (volumes, cgroups, probes, and whatever a caller
+// brings) plug into the agent through these methods. Each is optional: a
+// part left out is a no-op, as in a kubelet with the feature off.
+
+// WithVolumes sets the volume manager: the sync loop waits on it before a
+// pod's containers start and after they stop, and the runtime takes the
+// containers' mounts from it. Either may be nil.
+func (b *Builder) WithVolumes(hooks syncloop.VolumeHooks, mounts runtime.MountProvider) *Builder {
+	b.volumes, b.mounts = hooks, mounts
+	return b
+}
+
+// WithCgroups sets the container manager: the sync loop makes and removes
+// pod cgroups through hooks, and the runtime places sandboxes under the
+// parent it names. Either may be nil.
+func (b *Builder) WithCgroups(hooks syncloop.CgroupHooks, parents runtime.CgroupParentProvider) *Builder {
+	b.cgroups, b.cgroupParents = hooks, parents
+	return b
+}
+
+// WithProbes sets the prober: the sync loop starts and stops a pod's probes
+// through hooks, the pod status takes readiness and startup from state, and
+// the runtime restarts containers whose liveness or startup probe failed
+// (results). Any may be nil.
+func (b *Builder) WithProbes(hooks syncloop.ProbeHooks, state syncloop.ProbeState, results runtime.ProbeResults) *Builder {
+	b.probes, b.probeState, b.probeResults = hooks, state, results
+	return b
+}
+
+// WithRuntimeConfig lets the caller adjust the runtime engine's Config
+// (DNS, env sources, GC, seccomp...) after the Builder filled it in.
+func (b *Builder) WithRuntimeConfig(edit func(*runtime.Config)) *Builder {
+	b.runtimeEdits = append(b.runtimeEdits, edit)
+	return b
+}
+
+// WithSyncLoopConfig lets the caller adjust the sync loop's Config after the
+// Builder filled it in (periods, pull secrets, extra inputs).
+func (b *Builder) WithSyncLoopConfig(edit func(*syncloop.Config)) *Builder {
+	b.loopEdits = append(b.loopEdits, edit)
+	return b
+}
+
+// WithPart adds a component the agent runs: started after the PLEG and
+// before the sync loop, stopped after the sync loop (in reverse order of
+// the WithPart calls). run must return when its ctx ends; an early return,
+// even nil, stops the agent.
+func (b *Builder) WithPart(name string, run func(ctx context.Context) error) *Builder {
+	b.parts = append(b.parts, extraPart{name: name, run: run})
+	return b
+}
+
+type extraPart struct {
+	name string
+	run  func(ctx context.Context) error
+}

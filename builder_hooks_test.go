@@ -1,0 +1,131 @@
+package nodekit_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// recordingHooks is a volume, cgroup and probe manager that records calls.
+type recordingHooks struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (h *recordingHooks) note(what string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls == nil {
+		h.calls = map[string]int{}
+	}
+	h.calls[what]++
+}
+
+func (h *recordingHooks) count(what string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls[what]
+}
+
+func (h *recordingHooks) WaitForAttachAndMount(context.Context, *v1.Pod) error {
+	h.note("mount")
+	return nil
+}
+func (h *recordingHooks) WaitForUnmount(context.Context, *v1.Pod) error { h.note("unmount"); return nil }
+func (h *recordingHooks) EnsurePodCgroup(context.Context, *v1.Pod) error {
+	h.note("cgroup")
+	return nil
+}
+func (h *recordingHooks) DestroyPodCgroup(context.Context, *v1.Pod) error { return nil }
+func (h *recordingHooks) AddPod(*v1.Pod)                                  { h.note("probes") }
+func (h *recordingHooks) RemovePod(*v1.Pod)                               {}
+func (h *recordingHooks) StopLivenessAndStartup(*v1.Pod)                  {}
+func (h *recordingHooks) ContainerMounts(context.Context, *v1.Pod, *v1.Container) ([]*runtimeapi.Mount, error) {
+	h.note("container mounts")
+	return []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: "/tmp"}}, nil
+}
+func (h *recordingHooks) PodCgroupParent(*v1.Pod) string { h.note("parent"); return "/kubepods/test" }
+
+var (
+	_ syncloop.VolumeHooks         = (*recordingHooks)(nil)
+	_ syncloop.CgroupHooks         = (*recordingHooks)(nil)
+	_ syncloop.ProbeHooks          = (*recordingHooks)(nil)
+	_ runtime.MountProvider        = (*recordingHooks)(nil)
+	_ runtime.CgroupParentProvider = (*recordingHooks)(nil)
+)
+
+// TestHooksAndParts: the managers given to the Builder are called for a pod,
+// their providers reach the CRI configs, and an extra part runs for the
+// agent's life and stops before Run returns.
+func TestHooksAndParts(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	writeManifests(t, dir, "a")
+	h := &recordingHooks{}
+	sink := newNameSink()
+	partStarted, partStopped := make(chan struct{}), make(chan struct{})
+	loopEdited := false
+	agent, err := nodekit.NewBuilder().
+		WithNodeName("node1").
+		WithFakeRuntime("busybox:1").
+		WithManifestDir(dir).
+		WithRootDir(t.TempDir()).
+		WithStatusSink(sink).
+		WithVolumes(h, h).
+		WithCgroups(h, h).
+		WithProbes(h, nil, nil).
+		WithRuntimeConfig(func(c *runtime.Config) { c.DNS.ResolvConf = "-" }).
+		WithSyncLoopConfig(func(c *syncloop.Config) { loopEdited = true }).
+		WithPart("extra", func(ctx context.Context) error {
+			close(partStarted)
+			<-ctx.Done()
+			close(partStopped)
+			return nil
+		}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loopEdited {
+		t.Error("WithSyncLoopConfig's edit was not applied")
+	}
+	stop := startAgent(t, agent)
+	select {
+	case <-partStarted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the extra part did not start")
+	}
+	waitUntil(t, 20*time.Second, sink.changed, "pod Running", func() (bool, string) {
+		return sink.phases()["a-node1"] == v1.PodRunning, ""
+	})
+	for _, what := range []string{"mount", "cgroup", "probes", "container mounts", "parent"} {
+		if h.count(what) == 0 {
+			t.Errorf("hook %q was never called", what)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	select {
+	case <-partStopped:
+	default:
+		t.Fatal("the extra part was still running after Run returned")
+	}
+}
+
+func TestWithPartNeedsNameAndFunc(t *testing.T) {
+	_, err := nodekit.NewBuilder().WithNodeName("n").WithFakeRuntime().WithRootDir(t.TempDir()).
+		WithPart("", nil).Build()
+	if err == nil {
+		t.Fatal("Build accepted a part without a name or func")
+	}
+}
