@@ -40,7 +40,10 @@ func (h *recordingHooks) WaitForAttachAndMount(context.Context, *v1.Pod) error {
 	h.note("mount")
 	return nil
 }
-func (h *recordingHooks) WaitForUnmount(context.Context, *v1.Pod) error { h.note("unmount"); return nil }
+func (h *recordingHooks) WaitForUnmount(context.Context, *v1.Pod) error {
+	h.note("unmount")
+	return nil
+}
 func (h *recordingHooks) EnsurePodCgroup(context.Context, *v1.Pod) error {
 	h.note("cgroup")
 	return nil
