@@ -116,7 +116,7 @@ func ltPod(uid, name string, created int, containers ...v1.Container) *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			UID: types.UID(uid), Name: name, Namespace: "default",
 			CreationTimestamp: metav1.NewTime(ltEpoch.Add(time.Duration(created) * time.Second)),
-			Annotations:       map[string]string{statusConfigSourceAnnotation: "file"},
+			Annotations:       map[string]string{statusConfigSourceAnnotation: "api"},
 		},
 		Spec: v1.PodSpec{Containers: containers, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace},
 	}
@@ -221,4 +221,16 @@ func ltStubLoop(t *testing.T, clk clock.WithTicker, mod func(*Config)) (*Loop, *
 		t.Fatal(err)
 	}
 	return l, stub, updates
+}
+
+func (s *ltStub) killed(uid types.UID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, k := range s.kills {
+		if k == uid {
+			n++
+		}
+	}
+	return n
 }
