@@ -1,0 +1,144 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// ltHooks records the pod hooks in order.
+type ltHooks struct {
+	mu    sync.Mutex
+	calls []string
+	fail  string
+}
+
+func (h *ltHooks) rec(name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, name)
+	if h.fail == name {
+		return errors.New(name + " failed")
+	}
+	return nil
+}
+func (h *ltHooks) WaitForAttachAndMount(context.Context, *v1.Pod) error { return h.rec("mount") }
+func (h *ltHooks) WaitForUnmount(context.Context, *v1.Pod) error        { return h.rec("unmount") }
+func (h *ltHooks) EnsurePodCgroup(context.Context, *v1.Pod) error       { return h.rec("cgroup") }
+func (h *ltHooks) DestroyPodCgroup(context.Context, *v1.Pod) error      { return h.rec("destroy") }
+func (h *ltHooks) AddPod(*v1.Pod)                                       { _ = h.rec("probes+") }
+func (h *ltHooks) RemovePod(*v1.Pod)                                    { _ = h.rec("probes-") }
+func (h *ltHooks) StopLivenessAndStartup(*v1.Pod)                       { _ = h.rec("probes-stop") }
+
+func (h *ltHooks) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+func ltEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAgentLifecycleHooks(t *testing.T) {
+	h := &ltHooks{}
+	l, stub, _ := ltStubLoop(t, clocktesting.NewFakeClock(ltEpoch), func(c *Config) {
+		c.Volumes, c.Cgroups, c.Probes = h, h, h
+		c.Root = t.TempDir()
+	})
+	a, pod := l.agent, ltPod("1", "web", 0)
+	ctx := t.Context()
+	if term, err := a.SyncPod(ctx, SyncPodCreate, pod, nil, nil); term || err != nil {
+		t.Fatalf("SyncPod: %v %v", term, err)
+	}
+	if want := []string{"cgroup", "mount", "probes+"}; !ltEqual(h.got(), want) {
+		t.Fatalf("sync hooks %v", h.got())
+	}
+	if syncs, _, _ := stub.counts(); syncs != 1 {
+		t.Fatal("runtime not synced")
+	}
+	if st, ok := l.StatusManager().GetPodStatus("1"); !ok || st.Phase != v1.PodPending {
+		t.Fatalf("status %v %+v", ok, st)
+	}
+
+	// A container still running after the kill is an error.
+	stub.statuses["1"] = &runtime.PodStatus{ID: "1", ContainerStatuses: []*runtime.ContainerStatus{{ID: "c", Name: "app", State: runtime.ContainerStateRunning}}}
+	grace := int64(3)
+	if err := a.SyncTerminatingPod(ctx, pod, nil, &grace, nil); !errors.Is(err, ErrPodStillRunning) {
+		t.Fatalf("SyncTerminatingPod with a survivor: %v", err)
+	}
+	delete(stub.statuses, "1")
+	h.calls = nil
+	err := a.SyncTerminatingPod(ctx, pod, nil, &grace, func(s *v1.PodStatus) {
+		s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", "node low on memory"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"probes-stop", "probes-"}; !ltEqual(h.got(), want) {
+		t.Fatalf("terminating hooks %v", h.got())
+	}
+	if st, _ := l.StatusManager().GetPodStatus("1"); st.Phase != v1.PodFailed || st.Reason != "Evicted" {
+		t.Fatalf("evicted status %+v", st)
+	}
+	h.calls = nil
+	if err := a.SyncTerminatedPod(ctx, pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"unmount", "destroy"}; !ltEqual(h.got(), want) {
+		t.Fatalf("terminated hooks %v", h.got())
+	}
+	h.fail = "unmount"
+	if err := a.SyncTerminatedPod(ctx, pod, nil); !errors.Is(err, ErrHook) {
+		t.Fatalf("failed unmount: %v", err)
+	}
+	h.fail = "cgroup"
+	if _, err := a.SyncPod(ctx, SyncPodSync, ltPod("2", "db", 1), nil, nil); !errors.Is(err, ErrHook) {
+		t.Fatalf("failed cgroup: %v", err)
+	}
+	if err := a.SyncTerminatingRuntimePod(ctx, &runtime.Pod{ID: "orphan"}); err != nil || stub.killed("orphan") != 1 {
+		t.Fatalf("orphan kill: %v", err)
+	}
+}
+
+// A pod past its activeDeadlineSeconds becomes Failed/DeadlineExceeded
+// and terminal without being synced.
+func TestAgentActiveDeadline(t *testing.T) {
+	clk := clocktesting.NewFakeClock(ltEpoch)
+	l, stub, _ := ltStubLoop(t, clk, nil)
+	pod := ltPod("1", "web", 0)
+	d := int64(10)
+	pod.Spec.ActiveDeadlineSeconds = &d
+	start := metav1.NewTime(ltEpoch)
+	pod.Status.StartTime = &start
+	if term, err := l.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil); term || err != nil {
+		t.Fatalf("before the deadline: %v %v", term, err)
+	}
+	clk.Step(10 * time.Second)
+	if term, err := l.agent.SyncPod(t.Context(), SyncPodSync, pod, nil, nil); !term || err != nil {
+		t.Fatalf("past the deadline: %v %v", term, err)
+	}
+	st, _ := l.StatusManager().GetPodStatus("1")
+	if st.Phase != v1.PodFailed || st.Reason != ReasonDeadlineExceeded {
+		t.Fatalf("status %+v", st)
+	}
+	if syncs, _, _ := stub.counts(); syncs != 1 {
+		t.Fatalf("runtime synced %d times", syncs)
+	}
+}
