@@ -1,6 +1,9 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Sentinel errors. Match them with errors.Is.
 var (
@@ -82,3 +85,20 @@ func reasonFor(err error) string {
 	}
 	return ""
 }
+
+// BackoffError is a step error that knows when a retry can succeed: a
+// container in crash-loop back-off can start once Until has passed. Callers
+// that schedule retries (the pod workers) look for BackoffUntil through
+// errors.As; errors.Is still matches the wrapped sentinel.
+type BackoffError struct {
+	Err   error
+	Until time.Time
+}
+
+func (e *BackoffError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *BackoffError) Unwrap() error { return e.Err }
+
+// BackoffUntil is when the back-off ends.
+func (e *BackoffError) BackoffUntil() time.Time { return e.Until }

@@ -186,7 +186,10 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 	if last != nil {
 		key := backoffKey(&m.bufs, pod, c)
 		if in, delay := m.crashBackoff.inBackOffSince(key, last.FinishedAt); in {
-			return fail(fmt.Errorf("%w: back-off %v restarting failed container=%s pod=%s", ErrCrashLoopBackOff, delay, c.Name, podTarget(pod)))
+			return fail(&BackoffError{
+				Err:   fmt.Errorf("%w: back-off %v restarting failed container=%s pod=%s", ErrCrashLoopBackOff, delay, c.Name, podTarget(pod)),
+				Until: last.FinishedAt.Add(delay),
+			})
 		}
 		m.crashBackoff.next(key, last.FinishedAt, "")
 	}
