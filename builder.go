@@ -172,7 +172,10 @@ func (b *Builder) WithClock(c clock.WithTicker) *Builder { b.clock = c; return b
 // (default no logging).
 func (b *Builder) WithLogger(l *zap.Logger) *Builder { b.logger = l; return b }
 
-// WithRegisterer registers every part's metrics with r (default none).
+// WithRegisterer registers every part's metrics with r (default none),
+// among them the kubelet's CRI operation metrics: the parts then call the
+// runtime through runtime.Instrument (Agent.CRI still returns the runtime
+// itself). One Registerer serves one Agent: a second Build on it fails.
 func (b *Builder) WithRegisterer(r prometheus.Registerer) *Builder { b.registerer = r; return b }
 
 func configErr(part, format string, args ...any) error {
@@ -240,13 +243,25 @@ func (b *Builder) Build() (*Agent, error) {
 		}
 	}
 
+	// With a Registerer, the parts drive the runtime through a wrapper that
+	// counts and times every CRI call (kubelet_runtime_operations_*).
+	driven := cri
+	if cri != nil && b.registerer != nil {
+		w, err := runtime.Instrument(runtime.InstrumentConfig{Runtime: cri, Images: cri, Registerer: b.registerer, Clock: clk})
+		if err != nil {
+			errs = append(errs, partErr("runtime metrics", err))
+		} else {
+			driven = w
+		}
+	}
+
 	// The runtime engine. Its PodState comes from the pod workers, which
 	// exist only once the sync loop is built: podState forwards to them.
 	ps := &podState{}
 	var mgr *runtime.Manager
 	if cri != nil {
 		rcfg := runtime.Config{
-			Runtime: cri, Images: cri, PodLogsRoot: logsRoot, NodeName: b.nodeName,
+			Runtime: driven, Images: driven, PodLogsRoot: logsRoot, NodeName: b.nodeName,
 			PodState: ps, NodeAllocatable: b.allocatable, Clock: clk, Logger: log, Registerer: b.registerer,
 			Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
 		}
@@ -343,7 +358,7 @@ func (b *Builder) Build() (*Agent, error) {
 		Probes:          b.probes,
 		ProbeState:      b.probeState,
 	}
-	if st, ok := cri.(RuntimeStatuser); ok {
+	if st, ok := driven.(RuntimeStatuser); ok {
 		lcfg.RuntimeStatus = st
 	}
 	if g != nil {
