@@ -507,6 +507,10 @@ func (p *PodWorkers) workerLoop(runCtx context.Context, uid types.UID, updates <
 		switch {
 		case errors.Is(err, context.Canceled):
 			log.Debug("sync cancelled")
+		case backOffOnly(err):
+			// Waiting out a crash-loop or image-pull back-off is normal
+			// operation; the pod's status shows the reason.
+			log.Info("pod sync waiting on a back-off", zap.Error(err))
 		case err != nil:
 			log.Error("pod sync failed", zap.Error(err))
 		case wk.state == TerminatedPod:
@@ -807,4 +811,25 @@ func (p *PodWorkers) removeWorkerLocked(uid types.UID, s *podSyncStatus, orphan 
 		delete(p.startedStatic, s.fullname)
 	}
 	return true
+}
+
+// backOffOnly reports whether err is a crash-loop or image-pull back-off and
+// nothing else: every error of a join, at any depth, must be one.
+func backOffOnly(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		for _, x := range errs {
+			if !backOffOnly(x) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	case interface{ Unwrap() error }:
+		return backOffOnly(e.Unwrap())
+	}
+	// The end of a chain (the sentinels wrap nothing).
+	return err == runtime.ErrCrashLoopBackOff || err == runtime.ErrImagePullBackOff
 }

@@ -1,0 +1,72 @@
+package syncloop
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+func TestBackOffOnly(t *testing.T) {
+	other := errors.New("disk full")
+	clbo := fmt.Errorf("StartContainer main: %w", fmt.Errorf("%w: back-off 10s", runtime.ErrCrashLoopBackOff))
+	ipbo := fmt.Errorf("PullImage main: %w", runtime.ErrImagePullBackOff)
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"other", other, false},
+		{"crash-loop back-off", clbo, true},
+		{"image-pull back-off", ipbo, true},
+		{"join of back-offs", errors.Join(clbo, ipbo), true},
+		{"wrapped join of back-offs", fmt.Errorf("sync: %w", errors.Join(clbo, ipbo)), true},
+		{"back-off joined with a real failure", errors.Join(clbo, other), false},
+		{"wrapped mixed join", fmt.Errorf("sync: %w", errors.Join(other, ipbo)), false},
+		{"empty join", errors.Join(nil), false},
+		{"ErrImagePull is a failure", fmt.Errorf("x: %w", runtime.ErrImagePull), false},
+	} {
+		if got := backOffOnly(c.err); got != c.want {
+			t.Errorf("%s: backOffOnly(%v) = %v; want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// TestSyncFailureLogLevel: a sync that only waits out a back-off is logged
+// at Info; any other failure at Error.
+func TestSyncFailureLogLevel(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	withWorkers(t, PodWorkersConfig{Logger: zap.New(core)}, func(t *testing.T, e *env) {
+		e.update(SyncPodCreate, newPod("1", "web"))
+		e.syncer.setErr("1", fmt.Errorf("StartContainer main: %w", runtime.ErrCrashLoopBackOff))
+		e.update(SyncPodSync, newPod("1", "web"))
+		e.syncer.setErr("1", errors.Join(
+			fmt.Errorf("StartContainer a: %w", runtime.ErrCrashLoopBackOff),
+			fmt.Errorf("PullImage b: %w", runtime.ErrImagePullBackOff)))
+		e.update(SyncPodSync, newPod("1", "web"))
+		e.syncer.setErr("1", errors.New("CreateContainer main: boom"))
+		e.update(SyncPodSync, newPod("1", "web"))
+		synctest.Wait()
+	})
+	var info, errs int
+	for _, l := range logs.All() {
+		switch {
+		case l.Message == "pod sync waiting on a back-off" && l.Level == zapcore.InfoLevel:
+			info++
+		case l.Message == "pod sync failed" && l.Level == zapcore.ErrorLevel:
+			errs++
+		case l.Level >= zapcore.WarnLevel:
+			t.Errorf("unexpected %v log: %s %v", l.Level, l.Message, l.ContextMap())
+		}
+	}
+	if info != 2 || errs != 1 {
+		t.Errorf("back-off logs at Info: %d, failures at Error: %d; want 2 and 1", info, errs)
+	}
+}
