@@ -539,6 +539,11 @@ func (l *Loop) Iterate(ctx context.Context) bool {
 			break
 		}
 		if err := l.HandlePodCleanups(ctx); err != nil {
+			if ctx.Err() != nil {
+				// Stopping: a cleanup cut short is no failure.
+				l.log.Debug("housekeeping interrupted by shutdown", zap.Error(err))
+				break
+			}
 			l.log.Warn("housekeeping failed", zap.Error(err))
 		}
 	}
