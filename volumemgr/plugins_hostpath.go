@@ -130,7 +130,7 @@ func checkHostPathType(path string, typ v1.HostPathType) error {
 			return typeErr("a block device")
 		}
 	default:
-		return fmt.Errorf("%w: hostPath type %q is unknown", ErrHostPathType, typ)
+		return fmt.Errorf("%w: hostPath type %q of %s is unknown", ErrHostPathType, typ, path)
 	}
 	return nil
 }
