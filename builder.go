@@ -85,6 +85,9 @@ type Builder struct {
 	runtimeEdits  []func(*runtime.Config)
 	loopEdits     []func(*syncloop.Config)
 	parts         []extraPart
+	// afterBuild finish parts that need the built Agent (the prober needs
+	// the status manager); run only when everything else built.
+	afterBuild []func(*Agent) error
 }
 
 // NewBuilder returns a Builder with no settings.
@@ -386,6 +389,13 @@ func (b *Builder) Build() (*Agent, error) {
 		a.parts = append(a.parts, p)
 	}
 
+	if len(errs) == 0 {
+		for _, f := range b.afterBuild {
+			if err := f(a); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -203,7 +203,7 @@ func TestUpdateReadiness(t *testing.T) {
 			t.Fatalf("updates %+v, want %+v", got, want)
 		}
 		// Successes do not repeat updates.
-		time.Sleep(30 * time.Second)
+		advance(30 * time.Second)
 		synctest.Wait()
 		if got := e.updates(); len(got) != 0 {
 			t.Fatalf("unchanged results sent %+v", got)
@@ -212,7 +212,7 @@ func TestUpdateReadiness(t *testing.T) {
 			t.Errorf("%d probes in 30s at period 10s, want 4", c)
 		}
 		e.probe.setResult(Failure)
-		time.Sleep(30 * time.Second) // 3 failures = threshold
+		advance(30 * time.Second) // 3 failures = threshold
 		synctest.Wait()
 		if got := e.updates(); !equalUpdates(got, []Update{{testUID, testCID, Readiness, Failure}}) {
 			t.Fatalf("after 3 failures: %+v", got)
@@ -247,7 +247,7 @@ func TestFirstProbeJitter(t *testing.T) {
 		if asked != 20*time.Second || e.probe.count() != 0 {
 			t.Fatalf("jitter asked for %v; %d probes before the delay", asked, e.probe.count())
 		}
-		time.Sleep(7 * time.Second)
+		advance(7 * time.Second)
 		synctest.Wait()
 		if e.probe.count() != 1 {
 			t.Fatalf("%d probes after the delay", e.probe.count())
@@ -316,3 +316,6 @@ func equalUpdates(a, b []Update) bool {
 	}
 	return true
 }
+
+// advance lets d pass on the synctest bubble's clock.
+func advance(d time.Duration) { <-time.After(d) }

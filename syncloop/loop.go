@@ -191,6 +191,11 @@ type Config struct {
 	// ProbeState gives the readiness and startup results for the API
 	// status; nil means no probes run.
 	ProbeState ProbeState
+	// ProbeResults delivers the prober's result changes; nil means none.
+	// A liveness or startup failure syncs the pod (the runtime then
+	// restarts the container); a readiness or startup change is recorded
+	// in the status manager and syncs the pod.
+	ProbeResults <-chan ProbeUpdate
 
 	// Root is the agent's root directory: pod directories are made under
 	// Root/pods/<uid>/{volumes,plugins,containers}. "" means no directories
@@ -491,8 +496,8 @@ func (l *Loop) Run(ctx context.Context) error {
 // Iterate runs one iteration of the loop: while the runtime or the PLEG is
 // unhealthy it dispatches nothing and waits (100ms, doubling up to 5s, on
 // the clock); otherwise it waits for one of: a config update, a PLEG event,
-// the sync tick (pods whose resync is due), the housekeeping tick (cleanups,
-// when all sources are ready), and handles it. There is no priority between
+// a probe result change, the sync tick (pods whose resync is due), the
+// housekeeping tick (cleanups, when all sources are ready), and handles it. There is no priority between
 // them. It returns false when Updates is closed or ctx is done.
 // Iterations are serialised.
 func (l *Loop) Iterate(ctx context.Context) bool {
@@ -533,6 +538,8 @@ func (l *Loop) Iterate(ctx context.Context) bool {
 		l.HandleEvent(e)
 	case <-l.syncTicker.C():
 		l.HandlePodSyncs(l.PodsToSync())
+	case u := <-l.cfg.ProbeResults:
+		l.HandleProbeResult(u)
 	case <-l.houseTicker.C():
 		if !l.cfg.SourcesReady() {
 			l.log.Debug("housekeeping skipped: sources not ready")
@@ -573,6 +580,49 @@ func (l *Loop) HandleUpdate(u PodUpdate) {
 	default:
 		l.log.Warn("config update with an unknown op ignored", zap.Int("op", int(u.Op)))
 	}
+}
+
+// ProbeType names the probe of a ProbeUpdate.
+type ProbeType string
+
+// The probe types of a ProbeUpdate.
+const (
+	ProbeLiveness  ProbeType = "Liveness"
+	ProbeReadiness ProbeType = "Readiness"
+	ProbeStartup   ProbeType = "Startup"
+)
+
+// ProbeUpdate is a change of a probe result of one container instance
+// (ContainerID is the API ID "<runtime>://<id>").
+type ProbeUpdate struct {
+	PodUID      types.UID
+	ContainerID string
+	Type        ProbeType
+	Result      runtime.ProbeResult
+}
+
+// HandleProbeResult acts on a probe result change of a known pod: a
+// liveness change syncs the pod only when it is a Failure; a readiness or
+// startup change is first recorded in the status manager (the container's
+// Ready or Started, and the pod's conditions), then the pod is synced.
+func (l *Loop) HandleProbeResult(u ProbeUpdate) {
+	pod, ok := l.Pod(u.PodUID)
+	if !ok {
+		return
+	}
+	switch u.Type {
+	case ProbeLiveness:
+		if u.Result != runtime.ProbeFailure {
+			return
+		}
+	case ProbeReadiness:
+		l.status.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == runtime.ProbeSuccess)
+	case ProbeStartup:
+		l.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == runtime.ProbeSuccess)
+	default:
+		return
+	}
+	l.HandlePodSyncs([]*v1.Pod{pod})
 }
 
 // HandleEvent syncs the pod of a PLEG event if the agent knows it. Removal
