@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"k8s.io/component-base/cli"
+	//nodekit:allow kubernetes this separate module only builds the upstream API server for e2e tests
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
