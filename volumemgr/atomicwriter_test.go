@@ -245,41 +245,41 @@ func TestAtomicWriterSymlinkTraps(t *testing.T) {
 	}
 	traps := map[string]func(t *testing.T, dir, out string){
 		"..data to outside dir": func(t *testing.T, dir, out string) {
-			must(t, os.Symlink(out, filepath.Join(dir, dataDirName)))
+			plugMust(t, os.Symlink(out, filepath.Join(dir, dataDirName)))
 		},
 		"..data to outside dir with visible links already in place": func(t *testing.T, dir, out string) {
-			must(t, os.Symlink(out, filepath.Join(dir, dataDirName)))
-			must(t, os.Symlink("..data/foo", filepath.Join(dir, "foo")))
-			must(t, os.Symlink("..data/sub", filepath.Join(dir, "sub")))
+			plugMust(t, os.Symlink(out, filepath.Join(dir, dataDirName)))
+			plugMust(t, os.Symlink("..data/foo", filepath.Join(dir, "foo")))
+			plugMust(t, os.Symlink("..data/sub", filepath.Join(dir, "sub")))
 		},
 		"..data relative escape": func(t *testing.T, dir, out string) {
 			rel, _ := filepath.Rel(dir, out)
-			must(t, os.Symlink(rel, filepath.Join(dir, dataDirName)))
+			plugMust(t, os.Symlink(rel, filepath.Join(dir, dataDirName)))
 		},
 		"visible paths pre-created as symlinks to outside": func(t *testing.T, dir, out string) {
-			must(t, os.Symlink(filepath.Join(out, "foo"), filepath.Join(dir, "foo")))
-			must(t, os.Symlink(filepath.Join(out, "passwd"), filepath.Join(dir, "passwd")))
-			must(t, os.Symlink(filepath.Join(out, "sub"), filepath.Join(dir, "sub")))
+			plugMust(t, os.Symlink(filepath.Join(out, "foo"), filepath.Join(dir, "foo")))
+			plugMust(t, os.Symlink(filepath.Join(out, "passwd"), filepath.Join(dir, "passwd")))
+			plugMust(t, os.Symlink(filepath.Join(out, "sub"), filepath.Join(dir, "sub")))
 		},
 		"timestamped dir is a symlink to outside": func(t *testing.T, dir, out string) {
-			must(t, os.Symlink(out, filepath.Join(dir, "..2020_01_01_00_00_00.1")))
-			must(t, os.Symlink("..2020_01_01_00_00_00.1", filepath.Join(dir, dataDirName)))
-			must(t, os.Symlink("..data/foo", filepath.Join(dir, "foo")))
+			plugMust(t, os.Symlink(out, filepath.Join(dir, "..2020_01_01_00_00_00.1")))
+			plugMust(t, os.Symlink("..2020_01_01_00_00_00.1", filepath.Join(dir, dataDirName)))
+			plugMust(t, os.Symlink("..data/foo", filepath.Join(dir, "foo")))
 		},
 		"..data_tmp is a symlink to outside, ..data a real dir": func(t *testing.T, dir, out string) {
-			must(t, os.Symlink(out, filepath.Join(dir, newDataDirName)))
-			must(t, os.MkdirAll(filepath.Join(dir, dataDirName, "x"), 0o755))
-			must(t, os.Symlink(out, filepath.Join(dir, dataDirName, "x", "escape")))
+			plugMust(t, os.Symlink(out, filepath.Join(dir, newDataDirName)))
+			plugMust(t, os.MkdirAll(filepath.Join(dir, dataDirName, "x"), 0o755))
+			plugMust(t, os.Symlink(out, filepath.Join(dir, dataDirName, "x", "escape")))
 		},
 		"visible top-level dir holding symlinks to outside": func(t *testing.T, dir, out string) {
-			must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-			must(t, os.Symlink(filepath.Join(out, "sub", "b"), filepath.Join(dir, "sub", "b")))
-			must(t, os.Symlink(out, filepath.Join(dir, "sub", "all")))
+			plugMust(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+			plugMust(t, os.Symlink(filepath.Join(out, "sub", "b"), filepath.Join(dir, "sub", "b")))
+			plugMust(t, os.Symlink(out, filepath.Join(dir, "sub", "all")))
 		},
 		"stale timestamped dir holding a symlink to outside": func(t *testing.T, dir, out string) {
-			must(t, os.MkdirAll(filepath.Join(dir, "..2019_01_01_00_00_00.9"), 0o755))
-			must(t, os.Symlink(out, filepath.Join(dir, "..2019_01_01_00_00_00.9", "foo")))
-			must(t, os.Symlink("..2019_01_01_00_00_00.9", filepath.Join(dir, dataDirName)))
+			plugMust(t, os.MkdirAll(filepath.Join(dir, "..2019_01_01_00_00_00.9"), 0o755))
+			plugMust(t, os.Symlink(out, filepath.Join(dir, "..2019_01_01_00_00_00.9", "foo")))
+			plugMust(t, os.Symlink("..2019_01_01_00_00_00.9", filepath.Join(dir, dataDirName)))
 		},
 	}
 	for name, seed := range traps {
@@ -315,7 +315,7 @@ func currentTsDirPath(t *testing.T, dir string) string {
 	return s
 }
 
-func must(t *testing.T, err error) {
+func plugMust(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +326,7 @@ func TestAtomicWriterVolumeDirIsSymlink(t *testing.T) {
 	base := t.TempDir()
 	out := outsideDir(t)
 	dir := filepath.Join(base, "vol")
-	must(t, os.Symlink(out, dir))
+	plugMust(t, os.Symlink(out, dir))
 	before := treeSnapshot(t, out)
 	_, err := NewAtomicWriter(dir, nil, nil).Write(map[string]FileProjection{"foo": {Data: []byte("x"), Mode: 0o644}})
 	if err == nil {

@@ -13,8 +13,8 @@ func TestDirObjectSource(t *testing.T) {
 	write := func(rel, content string) {
 		t.Helper()
 		p := filepath.Join(dir, rel)
-		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		must(t, os.WriteFile(p, []byte(content), 0o600))
+		plugMust(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		plugMust(t, os.WriteFile(p, []byte(content), 0o600))
 	}
 	write("configmaps/ns/cfg.yaml", "apiVersion: v1\nkind: ConfigMap\ndata:\n  a.conf: hello\nbinaryData:\n  b: AAEC\n")
 	write("secrets/ns/sec.json", `{"data":{"pw":"aHVudGVyMg=="},"stringData":{"user":"bob"}}`)

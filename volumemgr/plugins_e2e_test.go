@@ -59,14 +59,14 @@ func TestTmpfsEmptyDirE2E(t *testing.T) {
 	before := mountsUnder(t, base)
 	plugins := DefaultPlugins(PluginsConfig{Mounter: &SystemMounter{}})
 	vol := &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{
-		Medium: v1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("8Mi")),
+		Medium: v1.StorageMediumMemory, SizeLimit: plugPtr(resource.MustParse("8Mi")),
 	}}}
 	p, err := FindPlugin(plugins, vol)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(base, "pods/uid/volumes", EscapePluginName(p.Name()), "mem")
-	if err := p.SetUp(t.Context(), testPod(), vol, dir); err != nil {
+	if err := p.SetUp(t.Context(), plugTestPod(), vol, dir); err != nil {
 		t.Fatal(err)
 	}
 	line := mountinfoLine(t, dir)
@@ -79,13 +79,13 @@ func TestTmpfsEmptyDirE2E(t *testing.T) {
 	if fileModeOf(t, dir) != 0o777 {
 		t.Fatalf("tmpfs mode %v", fileModeOf(t, dir))
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
+	plugMust(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
 	// Idempotent: a second SetUp does not stack another tmpfs.
-	must(t, p.SetUp(t.Context(), testPod(), vol, dir))
+	plugMust(t, p.SetUp(t.Context(), plugTestPod(), vol, dir))
 	if n := len(mountsUnder(t, dir)); n != 1 {
 		t.Fatalf("%d mounts at %s after a second SetUp", n, dir)
 	}
-	must(t, p.TearDown(t.Context(), dir))
+	plugMust(t, p.TearDown(t.Context(), dir))
 	if line := mountinfoLine(t, dir); line != "" {
 		t.Fatalf("still mounted: %q", line)
 	}
@@ -105,14 +105,14 @@ func TestPluginsSecretOnTmpfsE2E(t *testing.T) {
 	vol := &v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}}
 	p, _ := FindPlugin(plugins, vol)
 	dir := filepath.Join(base, "s")
-	must(t, p.SetUp(t.Context(), testPod(), vol, dir))
+	plugMust(t, p.SetUp(t.Context(), plugTestPod(), vol, dir))
 	if line := mountinfoLine(t, dir); !strings.Contains(line, " - tmpfs ") {
 		t.Fatalf("secret not on tmpfs: %q", line)
 	}
 	if readVisible(t, dir, "pw") != "x" {
 		t.Fatal("content")
 	}
-	must(t, p.TearDown(t.Context(), dir))
+	plugMust(t, p.TearDown(t.Context(), dir))
 	if len(mountsUnder(t, base)) != 0 {
 		t.Fatal("leaked")
 	}
@@ -134,14 +134,14 @@ func TestSubPathSymlinkSwapE2E(t *testing.T) {
 	requireRoot(t)
 	base := t.TempDir()
 	vol := filepath.Join(base, "pods/uid/volumes/kubernetes.io~empty-dir/v")
-	must(t, os.MkdirAll(filepath.Join(vol, "inside"), 0o755))
-	must(t, os.WriteFile(filepath.Join(vol, "inside/marker"), []byte("inside"), 0o644))
+	plugMust(t, os.MkdirAll(filepath.Join(vol, "inside"), 0o755))
+	plugMust(t, os.WriteFile(filepath.Join(vol, "inside/marker"), []byte("inside"), 0o644))
 	out := outsideDir(t)
-	must(t, os.WriteFile(filepath.Join(out, "marker"), []byte("outside"), 0o644))
+	plugMust(t, os.WriteFile(filepath.Join(out, "marker"), []byte("outside"), 0o644))
 	inDev, inIno := statIno(t, filepath.Join(vol, "inside"))
 	before := mountsUnder(t, "/")
 
-	must(t, os.Symlink("inside", filepath.Join(vol, "link")))
+	plugMust(t, os.Symlink("inside", filepath.Join(vol, "link")))
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	var flips atomic.Int64
@@ -209,7 +209,7 @@ func TestSubPathSymlinkSwapE2E(t *testing.T) {
 	if mountedOK == 0 || refused == 0 {
 		t.Fatalf("the race was not exercised: mounted %d, refused %d", mountedOK, refused)
 	}
-	must(t, CleanupSubPaths(podDir))
+	plugMust(t, CleanupSubPaths(podDir))
 	if after := mountsUnder(t, "/"); len(after) != len(before) {
 		t.Fatalf("mounts leaked: %d before, %d after", len(before), len(after))
 	}
@@ -222,8 +222,8 @@ func TestSubPathPrepareIdempotentAndCleanupE2E(t *testing.T) {
 	requireRoot(t)
 	base := t.TempDir()
 	vol := filepath.Join(base, "pods/uid/volumes/kubernetes.io~empty-dir/v")
-	must(t, os.MkdirAll(filepath.Join(vol, "d"), 0o755))
-	must(t, os.WriteFile(filepath.Join(vol, "f"), []byte("file"), 0o644))
+	plugMust(t, os.MkdirAll(filepath.Join(vol, "d"), 0o755))
+	plugMust(t, os.WriteFile(filepath.Join(vol, "f"), []byte("file"), 0o644))
 	podDir := filepath.Join(base, "pods/uid")
 	t1, _ := SubPathTarget(podDir, "v", "c", 0)
 	t2, _ := SubPathTarget(podDir, "v", "c", 1)
@@ -242,12 +242,12 @@ func TestSubPathPrepareIdempotentAndCleanupE2E(t *testing.T) {
 		t.Fatalf("file subPath reads %q", b)
 	}
 	// Writes through the dir mount land in the volume.
-	must(t, os.WriteFile(filepath.Join(t1, "new"), []byte("n"), 0o644))
+	plugMust(t, os.WriteFile(filepath.Join(t1, "new"), []byte("n"), 0o644))
 	if b, _ := os.ReadFile(filepath.Join(vol, "d/new")); string(b) != "n" {
 		t.Fatal("bind mount is not the volume's dir")
 	}
 	// After a "restart": clean everything under the pod dir.
-	must(t, CleanupSubPaths(podDir))
+	plugMust(t, CleanupSubPaths(podDir))
 	if n := len(mountsUnder(t, podDir)); n != 0 {
 		t.Fatalf("%d mounts left", n)
 	}

@@ -93,9 +93,9 @@ func (t *pluginTokens) ServiceAccountToken(_ context.Context, pod *v1.Pod, aud s
 	return "token-for-" + aud, nil
 }
 
-func ptr[T any](v T) *T { return &v }
+func plugPtr[T any](v T) *T { return &v }
 
-func testPod() *v1.Pod {
+func plugTestPod() *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "web", Namespace: "ns", UID: types.UID("uid-1"),
@@ -191,26 +191,26 @@ func TestPluginNamesAndFind(t *testing.T) {
 func TestPluginsEmptyDirDisk(t *testing.T) {
 	e := newPluginEnv(t, TmpfsNever)
 	vol := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}
-	p, dir, err := e.setUp(t, testPod(), vol)
+	p, dir, err := e.setUp(t, plugTestPod(), vol)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := fileModeOf(t, dir); m != 0o777 {
 		t.Fatalf("mode %v", m)
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
-	must(t, p.SetUp(t.Context(), testPod(), vol, dir)) // idempotent, content kept
+	plugMust(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
+	plugMust(t, p.SetUp(t.Context(), plugTestPod(), vol, dir)) // idempotent, content kept
 	if readVisible(t, dir, "f") != "x" {
 		t.Fatal("content lost on second SetUp")
 	}
-	if hp, _ := p.HostPath(testPod(), vol, dir); hp != dir {
+	if hp, _ := p.HostPath(plugTestPod(), vol, dir); hp != dir {
 		t.Fatal(hp)
 	}
-	must(t, p.TearDown(t.Context(), dir))
+	plugMust(t, p.TearDown(t.Context(), dir))
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal("dir left after TearDown")
 	}
-	must(t, p.TearDown(t.Context(), dir)) // idempotent
+	plugMust(t, p.TearDown(t.Context(), dir)) // idempotent
 	if len(e.mounter.history) != 0 {
 		t.Fatalf("disk emptyDir mounted: %v", e.mounter.history)
 	}
@@ -233,7 +233,7 @@ func TestPluginsEmptyDirMemorySize(t *testing.T) {
 			p.Spec.InitContainers = []v1.Container{{Name: "i", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Mi")}}}}
 		}, 100 << 20},
 		{"sidecar adds up", "", func(p *v1.Pod) {
-			p.Spec.InitContainers = []v1.Container{{Name: "s", RestartPolicy: ptr(v1.ContainerRestartPolicyAlways), Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Mi")}}}}
+			p.Spec.InitContainers = []v1.Container{{Name: "s", RestartPolicy: plugPtr(v1.ContainerRestartPolicyAlways), Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Mi")}}}}
 		}, 72 << 20},
 	}
 	for _, c := range cases {
@@ -241,9 +241,9 @@ func TestPluginsEmptyDirMemorySize(t *testing.T) {
 			e := newPluginEnv(t, TmpfsNever)
 			src := &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}
 			if c.sizeLimit != "" {
-				src.SizeLimit = ptr(resource.MustParse(c.sizeLimit))
+				src.SizeLimit = plugPtr(resource.MustParse(c.sizeLimit))
 			}
-			pod := testPod()
+			pod := plugTestPod()
 			if c.pod != nil {
 				c.pod(pod)
 			}
@@ -255,11 +255,11 @@ func TestPluginsEmptyDirMemorySize(t *testing.T) {
 			if got := e.mounter.mounts[dir]; got != c.want {
 				t.Fatalf("tmpfs size %d, want %d", got, c.want)
 			}
-			must(t, p.SetUp(t.Context(), pod, vol, dir))
+			plugMust(t, p.SetUp(t.Context(), pod, vol, dir))
 			if len(e.mounter.history) != 1 {
 				t.Fatalf("second SetUp mounted again: %v", e.mounter.history)
 			}
-			must(t, p.TearDown(t.Context(), dir))
+			plugMust(t, p.TearDown(t.Context(), dir))
 			if len(e.mounter.mounts) != 0 {
 				t.Fatal("still mounted")
 			}
@@ -274,18 +274,18 @@ func TestPluginsEmptyDirErrors(t *testing.T) {
 	noMounter := DefaultPlugins(PluginsConfig{})
 	vol := &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}
 	dir := filepath.Join(t.TempDir(), "mem")
-	if err := noMounter[0].SetUp(t.Context(), testPod(), vol, dir); !errors.Is(err, ErrNoMounter) || !strings.Contains(err.Error(), `"mem"`) {
+	if err := noMounter[0].SetUp(t.Context(), plugTestPod(), vol, dir); !errors.Is(err, ErrNoMounter) || !strings.Contains(err.Error(), `"mem"`) {
 		t.Fatalf("no mounter: %v", err)
 	}
 	huge := &v1.Volume{Name: "h", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumHugePages}}}
-	if err := noMounter[0].SetUp(t.Context(), testPod(), huge, dir); !errors.Is(err, ErrUnsupportedVolume) {
+	if err := noMounter[0].SetUp(t.Context(), plugTestPod(), huge, dir); !errors.Is(err, ErrUnsupportedVolume) {
 		t.Fatalf("hugepages: %v", err)
 	}
 	badName := &v1.Volume{Name: "../x", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}
-	if err := noMounter[0].SetUp(t.Context(), testPod(), badName, dir); !errors.Is(err, ErrUnsafePath) {
+	if err := noMounter[0].SetUp(t.Context(), plugTestPod(), badName, dir); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("bad name: %v", err)
 	}
-	if err := noMounter[0].SetUp(t.Context(), testPod(), &v1.Volume{Name: "x", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, "relative/dir"); !errors.Is(err, ErrUnsafePath) {
+	if err := noMounter[0].SetUp(t.Context(), plugTestPod(), &v1.Volume{Name: "x", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, "relative/dir"); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("relative dir: %v", err)
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
@@ -297,7 +297,7 @@ func TestPluginsHostPathTypes(t *testing.T) {
 	e := newPluginEnv(t, TmpfsNever)
 	root := t.TempDir()
 	file := filepath.Join(root, "file")
-	must(t, os.WriteFile(file, nil, 0o600))
+	plugMust(t, os.WriteFile(file, nil, 0o600))
 	sock := filepath.Join(root, "s.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -316,7 +316,7 @@ func TestPluginsHostPathTypes(t *testing.T) {
 		{Name: "h", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: missing}}},
 	}
 	for _, vol := range ok {
-		if _, _, err := e.setUp(t, testPod(), vol); err != nil {
+		if _, _, err := e.setUp(t, plugTestPod(), vol); err != nil {
 			t.Errorf("%s %v: %v", vol.HostPath.Path, vol.HostPath.Type, err)
 		}
 	}
@@ -327,13 +327,13 @@ func TestPluginsHostPathTypes(t *testing.T) {
 		hp("/dev/null", v1.HostPathBlockDev), hp(root, v1.HostPathBlockDev), hp(root, "Weird"),
 	}
 	for _, vol := range bad {
-		_, _, err := e.setUp(t, testPod(), vol)
+		_, _, err := e.setUp(t, plugTestPod(), vol)
 		if !errors.Is(err, ErrHostPathType) || !strings.Contains(err.Error(), `volume "h"`) || !strings.Contains(err.Error(), vol.HostPath.Path) {
 			t.Errorf("%s %v: %v", vol.HostPath.Path, *vol.HostPath.Type, err)
 		}
 	}
 	for _, path := range []string{"rel/path", "/a/../etc", "/a\x00b", ""} {
-		if _, _, err := e.setUp(t, testPod(), hp(path, v1.HostPathUnset)); !errors.Is(err, ErrUnsafePath) {
+		if _, _, err := e.setUp(t, plugTestPod(), hp(path, v1.HostPathUnset)); !errors.Is(err, ErrUnsafePath) {
 			t.Errorf("%q: %v", path, err)
 		}
 	}
@@ -343,24 +343,24 @@ func TestPluginsHostPathTypes(t *testing.T) {
 
 	// The creating types.
 	newDir := filepath.Join(root, "a/b/c")
-	if _, _, err := e.setUp(t, testPod(), hp(newDir, v1.HostPathDirectoryOrCreate)); err != nil {
+	if _, _, err := e.setUp(t, plugTestPod(), hp(newDir, v1.HostPathDirectoryOrCreate)); err != nil {
 		t.Fatal(err)
 	}
 	if m := fileModeOf(t, newDir); m&^0o022 != 0o755&^0o022 {
 		t.Fatalf("created dir mode %v", m)
 	}
 	newFile := filepath.Join(root, "x/y/f")
-	p, dir, err := e.setUp(t, testPod(), hp(newFile, v1.HostPathFileOrCreate))
+	p, dir, err := e.setUp(t, plugTestPod(), hp(newFile, v1.HostPathFileOrCreate))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(newFile); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&^0o022 != 0o644&^0o022 {
 		t.Fatalf("created file %v %v", fi, err)
 	}
-	if got, _ := p.HostPath(testPod(), hp(newFile, v1.HostPathFileOrCreate), dir); got != newFile {
+	if got, _ := p.HostPath(plugTestPod(), hp(newFile, v1.HostPathFileOrCreate), dir); got != newFile {
 		t.Fatal(got)
 	}
-	must(t, p.TearDown(t.Context(), dir))
+	plugMust(t, p.TearDown(t.Context(), dir))
 	if _, err := os.Stat(newFile); err != nil {
 		t.Fatal("TearDown touched the host path")
 	}
@@ -378,7 +378,7 @@ func TestPluginsConfigMapFilesModesAndUpdate(t *testing.T) {
 		Data:       map[string]string{"a.conf": "A", "b.conf": "B"},
 		BinaryData: map[string][]byte{"bin": {0, 1, 2}},
 	}
-	pod := testPod()
+	pod := plugTestPod()
 	vol := configMapVol("cfg", "cfg", nil, nil, nil)
 	p, dir, err := e.setUp(t, pod, vol)
 	if err != nil {
@@ -399,13 +399,13 @@ func TestPluginsConfigMapFilesModesAndUpdate(t *testing.T) {
 
 	// Unchanged: a remount writes nothing.
 	before := treeSnapshot(t, dir)
-	must(t, p.SetUp(t.Context(), pod, vol, dir))
+	plugMust(t, p.SetUp(t.Context(), pod, vol, dir))
 	sameSnapshot(t, "configMap volume on an unchanged remount", before, treeSnapshot(t, dir))
 
 	// Updated object: new content appears, removed key goes, one payload dir.
 	oldTs := tsDirs(t, dir)
 	e.objects.configMaps["ns/cfg"] = &v1.ConfigMap{Data: map[string]string{"a.conf": "A2"}}
-	must(t, p.SetUp(t.Context(), pod, vol, dir))
+	plugMust(t, p.SetUp(t.Context(), pod, vol, dir))
 	if readVisible(t, dir, "a.conf") != "A2" {
 		t.Fatal("update not visible")
 	}
@@ -416,7 +416,7 @@ func TestPluginsConfigMapFilesModesAndUpdate(t *testing.T) {
 		t.Fatalf("payload dirs %v (old %v)", now, oldTs)
 	}
 
-	must(t, p.TearDown(t.Context(), dir))
+	plugMust(t, p.TearDown(t.Context(), dir))
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal("dir left")
 	}
@@ -427,9 +427,9 @@ func TestPluginsConfigMapItemsAndModes(t *testing.T) {
 	e.objects.configMaps["ns/cfg"] = &v1.ConfigMap{Data: map[string]string{"a": "A", "b": "B", "c": "C"}}
 	vol := configMapVol("cfg", "cfg", []v1.KeyToPath{
 		{Key: "a", Path: "dir/a.txt"},
-		{Key: "b", Path: "b.txt", Mode: ptr(int32(0o600))},
-	}, nil, ptr(int32(0o440)))
-	_, dir, err := e.setUp(t, testPod(), vol)
+		{Key: "b", Path: "b.txt", Mode: plugPtr(int32(0o600))},
+	}, nil, plugPtr(int32(0o440)))
+	_, dir, err := e.setUp(t, plugTestPod(), vol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,21 +466,21 @@ func TestPluginsConfigMapAndSecretOptional(t *testing.T) {
 		want error
 	}{
 		{"configMap missing", configMapVol("v", "absent", nil, nil, nil), ErrObjectNotFound},
-		{"configMap missing optional", configMapVol("v", "absent", nil, ptr(true), nil), nil},
-		{"configMap missing key", configMapVol("v", "cfg", missingKey, ptr(false), nil), ErrKeyNotFound},
-		{"configMap missing key optional", configMapVol("v", "cfg", missingKey, ptr(true), nil), nil},
+		{"configMap missing optional", configMapVol("v", "absent", nil, plugPtr(true), nil), nil},
+		{"configMap missing key", configMapVol("v", "cfg", missingKey, plugPtr(false), nil), ErrKeyNotFound},
+		{"configMap missing key optional", configMapVol("v", "cfg", missingKey, plugPtr(true), nil), nil},
 		{"secret missing", secretVol("absent", nil, nil), ErrObjectNotFound},
-		{"secret missing optional", secretVol("absent", nil, ptr(true)), nil},
+		{"secret missing optional", secretVol("absent", nil, plugPtr(true)), nil},
 		{"secret missing key", secretVol("sec", missingKey, nil), ErrKeyNotFound},
-		{"secret missing key optional", secretVol("sec", missingKey, ptr(true)), nil},
+		{"secret missing key optional", secretVol("sec", missingKey, plugPtr(true)), nil},
 		{"configMap bad item path", configMapVol("v", "cfg", []v1.KeyToPath{{Key: "a", Path: "../../etc/x"}}, nil, nil), ErrUnsafePath},
 		{"configMap ..data item", configMapVol("v", "cfg", []v1.KeyToPath{{Key: "a", Path: "..data"}}, nil, nil), ErrUnsafePath},
 		{"configMap bad name", configMapVol("v", "../x", nil, nil, nil), ErrUnsafePath},
-		{"configMap bad mode", configMapVol("v", "cfg", nil, nil, ptr(int32(0o4777))), ErrUnsupportedVolume},
+		{"configMap bad mode", configMapVol("v", "cfg", nil, nil, plugPtr(int32(0o4777))), ErrUnsupportedVolume},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, dir, err := e.setUp(t, testPod(), c.vol)
+			_, dir, err := e.setUp(t, plugTestPod(), c.vol)
 			if c.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -502,10 +502,10 @@ func TestPluginsConfigMapAndSecretOptional(t *testing.T) {
 	// Configured without an ObjectSource.
 	bare := DefaultPlugins(PluginsConfig{SecretTmpfs: TmpfsNever})
 	dir := filepath.Join(t.TempDir(), "v")
-	if err := bare[2].SetUp(t.Context(), testPod(), configMapVol("v", "cfg", nil, nil, nil), dir); !errors.Is(err, ErrNoObjectSource) {
+	if err := bare[2].SetUp(t.Context(), plugTestPod(), configMapVol("v", "cfg", nil, nil, nil), dir); !errors.Is(err, ErrNoObjectSource) {
 		t.Fatal(err)
 	}
-	must(t, bare[2].SetUp(t.Context(), testPod(), configMapVol("v", "cfg", nil, ptr(true), nil), dir))
+	plugMust(t, bare[2].SetUp(t.Context(), plugTestPod(), configMapVol("v", "cfg", nil, plugPtr(true), nil), dir))
 }
 
 func TestPluginsSecretTmpfsPolicy(t *testing.T) {
@@ -515,8 +515,8 @@ func TestPluginsSecretTmpfsPolicy(t *testing.T) {
 	}{{TmpfsAlways, true}, {TmpfsNever, false}, {TmpfsAuto, false}} { // Auto with a fake mounter: disk
 		e := newPluginEnv(t, c.policy)
 		e.objects.secrets["ns/sec"] = &v1.Secret{Data: map[string][]byte{"password": []byte("hunter2")}}
-		vol := &v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec", DefaultMode: ptr(int32(0o400))}}}
-		p, dir, err := e.setUp(t, testPod(), vol)
+		vol := &v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec", DefaultMode: plugPtr(int32(0o400))}}}
+		p, dir, err := e.setUp(t, plugTestPod(), vol)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -529,7 +529,7 @@ func TestPluginsSecretTmpfsPolicy(t *testing.T) {
 		if readVisible(t, dir, "password") != "hunter2" || fileModeOf(t, filepath.Join(dir, "password")) != 0o400 {
 			t.Fatal("secret file")
 		}
-		must(t, p.TearDown(t.Context(), dir))
+		plugMust(t, p.TearDown(t.Context(), dir))
 		if len(e.mounter.mounts) != 0 {
 			t.Fatal("left mounted")
 		}
@@ -537,7 +537,7 @@ func TestPluginsSecretTmpfsPolicy(t *testing.T) {
 	// TmpfsAlways without a mounter fails.
 	ps := DefaultPlugins(PluginsConfig{SecretTmpfs: TmpfsAlways, Objects: &pluginObjects{secrets: map[string]*v1.Secret{"ns/sec": {}}}})
 	vol := &v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}}
-	if err := ps[3].SetUp(t.Context(), testPod(), vol, filepath.Join(t.TempDir(), "s")); !errors.Is(err, ErrNoMounter) {
+	if err := ps[3].SetUp(t.Context(), plugTestPod(), vol, filepath.Join(t.TempDir(), "s")); !errors.Is(err, ErrNoMounter) {
 		t.Fatal(err)
 	}
 }
@@ -547,7 +547,7 @@ func TestPluginsSecretFailedSetUpUnmounts(t *testing.T) {
 	e := newPluginEnv(t, TmpfsAlways)
 	e.objects.secrets["ns/sec"] = &v1.Secret{Data: map[string][]byte{"..bad": []byte("x")}}
 	vol := &v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}}
-	if _, _, err := e.setUp(t, testPod(), vol); !errors.Is(err, ErrUnsafePath) {
+	if _, _, err := e.setUp(t, plugTestPod(), vol); !errors.Is(err, ErrUnsafePath) {
 		t.Fatal(err)
 	}
 	if len(e.mounter.mounts) != 0 {
@@ -557,7 +557,7 @@ func TestPluginsSecretFailedSetUpUnmounts(t *testing.T) {
 
 func TestPluginsDownwardAPI(t *testing.T) {
 	e := newPluginEnv(t, TmpfsNever)
-	pod := testPod()
+	pod := plugTestPod()
 	item := func(path, field string) v1.DownwardAPIVolumeFile {
 		return v1.DownwardAPIVolumeFile{Path: path, FieldRef: &v1.ObjectFieldSelector{FieldPath: field}}
 	}
@@ -576,7 +576,7 @@ func TestPluginsDownwardAPI(t *testing.T) {
 		res("mem_limit", "limits.memory", "1Mi"), res("cpu_request", "requests.cpu", "1m"),
 		res("eph_limit", "limits.ephemeral-storage", "1Gi"),
 	}
-	items[0].Mode = ptr(int32(0o600))
+	items[0].Mode = plugPtr(int32(0o600))
 	vol := &v1.Volume{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: items}}}
 	p, dir, err := e.setUp(t, pod, vol)
 	if err != nil {
@@ -597,7 +597,7 @@ func TestPluginsDownwardAPI(t *testing.T) {
 	}
 	// Labels change: re-projected on remount.
 	pod.Labels["app"] = "api"
-	must(t, p.SetUp(t.Context(), pod, vol, dir))
+	plugMust(t, p.SetUp(t.Context(), pod, vol, dir))
 	if readVisible(t, dir, "app") != "api" {
 		t.Fatal("label update not re-projected")
 	}
@@ -618,16 +618,16 @@ func TestPluginsProjected(t *testing.T) {
 	e.objects.configMaps["ns/cfg"] = &v1.ConfigMap{Data: map[string]string{"ca.crt": "CA"}}
 	e.objects.secrets["ns/sec"] = &v1.Secret{Data: map[string][]byte{"key": []byte("K")}}
 	vol := &v1.Volume{Name: "proj", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
-		DefaultMode: ptr(int32(0o444)),
+		DefaultMode: plugPtr(int32(0o444)),
 		Sources: []v1.VolumeProjection{
 			{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}},
-			{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "sec"}, Items: []v1.KeyToPath{{Key: "key", Path: "tls/key", Mode: ptr(int32(0o400))}}}},
-			{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "absent"}, Optional: ptr(true)}},
+			{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "sec"}, Items: []v1.KeyToPath{{Key: "key", Path: "tls/key", Mode: plugPtr(int32(0o400))}}}},
+			{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "absent"}, Optional: plugPtr(true)}},
 			{DownwardAPI: &v1.DownwardAPIProjection{Items: []v1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
 			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", Audience: "api"}},
 		},
 	}}}
-	p, dir, err := e.setUp(t, testPod(), vol)
+	p, dir, err := e.setUp(t, plugTestPod(), vol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -645,16 +645,16 @@ func TestPluginsProjected(t *testing.T) {
 	if _, ok := e.mounter.mounts[dir]; !ok {
 		t.Fatal("projected not on tmpfs")
 	}
-	must(t, p.TearDown(t.Context(), dir))
+	plugMust(t, p.TearDown(t.Context(), dir))
 
 	// No token source: an error naming the path.
 	noTok := DefaultPlugins(PluginsConfig{Objects: e.objects, SecretTmpfs: TmpfsNever})
-	if err := noTok[4].SetUp(t.Context(), testPod(), vol, filepath.Join(t.TempDir(), "p")); !errors.Is(err, ErrNoTokenSource) {
+	if err := noTok[4].SetUp(t.Context(), plugTestPod(), vol, filepath.Join(t.TempDir(), "p")); !errors.Is(err, ErrNoTokenSource) {
 		t.Fatal(err)
 	}
 	// Required source missing.
 	vol.Projected.Sources[2].Secret.Optional = nil
-	if err := p.SetUp(t.Context(), testPod(), vol, dir); !errors.Is(err, ErrObjectNotFound) {
+	if err := p.SetUp(t.Context(), plugTestPod(), vol, dir); !errors.Is(err, ErrObjectNotFound) {
 		t.Fatal(err)
 	}
 }
@@ -662,10 +662,10 @@ func TestPluginsProjected(t *testing.T) {
 func TestPluginsFsGroup(t *testing.T) {
 	e := newPluginEnv(t, TmpfsNever)
 	e.objects.configMaps["ns/cfg"] = &v1.ConfigMap{Data: map[string]string{"a": "A"}}
-	pod := testPod()
+	pod := plugTestPod()
 	gid := int64(os.Getgid())
 	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
-	_, dir, err := e.setUp(t, pod, configMapVol("cfg", "cfg", nil, nil, ptr(int32(0o400))))
+	_, dir, err := e.setUp(t, pod, configMapVol("cfg", "cfg", nil, nil, plugPtr(int32(0o400))))
 	if err != nil {
 		t.Fatal(err)
 	}

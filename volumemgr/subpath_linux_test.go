@@ -14,13 +14,13 @@ func TestOpenSubPathResolution(t *testing.T) {
 	base := t.TempDir()
 	vol := filepath.Join(base, "vol")
 	out := outsideDir(t)
-	must(t, os.MkdirAll(filepath.Join(vol, "data/inner"), 0o755))
-	must(t, os.WriteFile(filepath.Join(vol, "data/inner/f"), []byte("in"), 0o644))
-	must(t, os.Symlink("data/inner", filepath.Join(vol, "inside-rel")))           // stays inside
-	must(t, os.Symlink(out, filepath.Join(vol, "abs-out")))                       // absolute, outside
-	must(t, os.Symlink("../../etc", filepath.Join(vol, "data/rel-out")))          // relative escape
-	must(t, os.Symlink(filepath.Join(vol, "data"), filepath.Join(vol, "abs-in"))) // absolute even if inside
-	must(t, os.Symlink("/proc/self/root/etc", filepath.Join(vol, "magic")))
+	plugMust(t, os.MkdirAll(filepath.Join(vol, "data/inner"), 0o755))
+	plugMust(t, os.WriteFile(filepath.Join(vol, "data/inner/f"), []byte("in"), 0o644))
+	plugMust(t, os.Symlink("data/inner", filepath.Join(vol, "inside-rel")))           // stays inside
+	plugMust(t, os.Symlink(out, filepath.Join(vol, "abs-out")))                       // absolute, outside
+	plugMust(t, os.Symlink("../../etc", filepath.Join(vol, "data/rel-out")))          // relative escape
+	plugMust(t, os.Symlink(filepath.Join(vol, "data"), filepath.Join(vol, "abs-in"))) // absolute even if inside
+	plugMust(t, os.Symlink("/proc/self/root/etc", filepath.Join(vol, "magic")))
 
 	okCases := map[string]string{"data/inner/f": "in", "inside-rel/f": "in"}
 	for sub, want := range okCases {
@@ -54,7 +54,7 @@ func TestOpenSubPathResolution(t *testing.T) {
 		t.Errorf("missing: %v", err)
 	}
 	// The volume dir itself must not be a symlink.
-	must(t, os.Symlink(out, filepath.Join(base, "linkvol")))
+	plugMust(t, os.Symlink(out, filepath.Join(base, "linkvol")))
 	if _, err := OpenSubPath(filepath.Join(base, "linkvol"), "passwd"); err == nil {
 		t.Fatal("resolved below a symlinked volume dir")
 	}
