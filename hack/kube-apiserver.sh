@@ -10,6 +10,8 @@
 #                                    write two kubeconfigs (admin, node) and <dir>/env, print it
 #   hack/kube-apiserver.sh stop      stop both and remove <dir>
 #   hack/kube-apiserver.sh env       print the env lines
+#   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main package sits in
+#                                    _kube-apiserver/, which tidy alone does not see)
 #
 # Environment:
 #   NODEKIT_APISERVER_CACHE   binary cache dir (default /var/cache/nodekit/kube-apiserver-v1.36.3)
@@ -49,10 +51,19 @@ cmd_build() {
 	mkdir -p "$CACHE"
 	log "building kube-apiserver $VERSION into $BIN (takes minutes on a fresh machine)"
 	local start=$SECONDS
-	(cd "$MODDIR" && GOFLAGS=-mod=readonly nice -n 10 go build -trimpath -ldflags='-s -w' -o "$BIN.tmp" .)
+	(cd "$MODDIR" && GOFLAGS=-mod=readonly nice -n 10 go build -trimpath -ldflags='-s -w' -o "$BIN.tmp" ./_kube-apiserver)
 	mv -f "$BIN.tmp" "$BIN"
 	gosum_hash >"$STAMP"
 	log "built $BIN in $((SECONDS - start))s"
+}
+
+cmd_tidy() {
+	(
+		cd "$MODDIR"
+		trap 'rm -f "$MODDIR/zz_tidy_main.go"' EXIT
+		cp _kube-apiserver/main.go zz_tidy_main.go
+		GOFLAGS=-mod=mod go mod tidy
+	)
 }
 
 cmd_install() {
@@ -246,8 +257,9 @@ install) cmd_install ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 env) cmd_env ;;
+tidy) cmd_tidy ;;
 *)
-	echo "usage: $0 build|install|start|stop|env" >&2
+	echo "usage: $0 build|install|start|stop|env|tidy" >&2
 	exit 2
 	;;
 esac
