@@ -91,6 +91,13 @@ func CheckFS(fsys fs.FS) ([]Finding, error) {
 			if p != "." && skipDir(d.Name()) {
 				return fs.SkipDir
 			}
+			// A nested module (benchmarks/, hack/apiserver/) is not part of
+			// the library: `go build ./...` skips it, and so do the rules.
+			if p != "." {
+				if st, err := fs.Stat(fsys, path.Join(p, "go.mod")); err == nil && !st.IsDir() {
+					return fs.SkipDir
+				}
+			}
 			return nil
 		}
 		switch {

@@ -406,3 +406,21 @@ func TestCheckOnDisk(t *testing.T) {
 		t.Error("Check of a missing directory: want an error")
 	}
 }
+
+// TestNestedModuleSkipped: a directory with its own go.mod (a build tool,
+// the benchmarks module) is not part of the library and is not checked.
+func TestNestedModuleSkipped(t *testing.T) {
+	fsys := fstest.MapFS{
+		"go.mod":       {Data: []byte("module example.com/m\n")},
+		"tool/go.mod":  {Data: []byte("module example.com/tool\n\nrequire k8s.io/kubernetes v1.36.3\n")},
+		"tool/main.go": {Data: []byte("package main\n\nimport _ \"k8s.io/kubernetes/cmd/kube-apiserver/app\"\n")},
+		"lib/lib.go":   {Data: []byte("package lib\n\nimport _ \"k8s.io/kubernetes/pkg/kubelet\"\n")},
+	}
+	got, err := CheckFS(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].File != "lib/lib.go" {
+		t.Fatalf("findings = %v, want exactly the library file's import", got)
+	}
+}
