@@ -57,8 +57,8 @@ type Config struct {
 	// tests substitute a stub.
 	PrepareSubPath func(volumeDir, subPath, target string) (hostPath string, cleanup func() error, err error)
 
-	Clock      clock.WithTicker     // default clock.RealClock{}
-	Logger     *zap.Logger          // default zap.NewNop(), named "volumemgr"
+	Clock      clock.WithTicker      // default clock.RealClock{}
+	Logger     *zap.Logger           // default zap.NewNop(), named "volumemgr"
 	Registerer prometheus.Registerer // nil: no metrics
 
 	ReconcilePeriod time.Duration // default 100ms
@@ -610,8 +610,8 @@ func expandEnv(s string, env []v1.EnvVar) string {
 
 // metrics are the manager's Prometheus collectors.
 type metrics struct {
-	volumes *prometheus.GaugeVec   // volume_manager_total_volumes{plugin_name,state}
-	ops     *prometheus.CounterVec // nodekit_volumemgr_operations_total{operation,result}
+	volumes *prometheus.GaugeVec           // volume_manager_total_volumes{plugin_name,state}
+	ops     *prometheus.CounterVec         // nodekit_volumemgr_operations_total{operation,result}
 	known   map[string]map[string]struct{} // state -> plugin names set before
 }
 

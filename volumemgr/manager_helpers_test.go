@@ -245,4 +245,3 @@ func waitResult(f func() error) <-chan error {
 	go func() { ch <- f() }()
 	return ch
 }
-
