@@ -241,3 +241,23 @@ func (f *fakeCRI) snapshot() (map[string]string, int) {
 	}
 	return out, f.calls
 }
+
+// nullFS accepts every write and keeps nothing.
+type nullFS struct{ checkpoint.OS }
+
+func (nullFS) MkdirAll(string, fs.FileMode) error { return nil }
+func (nullFS) CreateTemp(string, string) (checkpoint.File, error) {
+	return nullFile{}, nil
+}
+func (nullFS) Rename(string, string) error { return nil }
+func (nullFS) SyncDir(string) error        { return nil }
+
+type nullFile struct{}
+
+func (nullFile) Write(b []byte) (int, error) { return len(b), nil }
+func (nullFile) Sync() error                 { return nil }
+func (nullFile) Close() error                { return nil }
+func (nullFile) Name() string                { return "/dev/null/x" }
+
+// Synthetic8 is the 8-cpu machine's cpu set, for the fuzz target.
+func Synthetic8() (cpuset.CPUSet, error) { return cpuset.New(0, 1, 2, 3, 4, 5, 6, 7), nil }

@@ -106,7 +106,7 @@ func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.activePods = activePods
-	fresh := state{entries: map[string]map[string]cpuset.CPUSet{}}
+	fresh := newState(cpuset.New())
 	if m.cfg.Policy == PolicyStatic {
 		fresh.defaultSet = m.cfg.Topology.All()
 	}
@@ -185,7 +185,13 @@ func (m *Manager) persist(s state) error {
 	return fmt.Errorf("cpumanager: write checkpoint: %w", err)
 }
 
-func (m *Manager) updateGauge() { m.mExclusive.Set(float64(m.st.exclusive().Size())) }
+// updateGauge sets the exclusive-cpu gauge: every cpu not in the pool is
+// held exclusively (a valid static state covers the machine).
+func (m *Manager) updateGauge() {
+	if m.cfg.Policy == PolicyStatic {
+		m.mExclusive.Set(float64(m.cfg.Topology.NumCPUs() - m.st.defaultSet.Size()))
+	}
+}
 
 // reusable are the CPUs of the pod's finished-by-design init containers
 // that its app containers and sidecars don't already hold: an app
@@ -326,13 +332,10 @@ func (m *Manager) RemoveContainer(podUID, containerName string) error {
 
 func removeFrom(s *state, podUID, name string) {
 	set := s.entries[podUID][name]
-	delete(s.entries[podUID], name)
+	s.remove(podUID, name)
 	var siblings []cpuset.CPUSet
 	for _, other := range s.entries[podUID] {
 		siblings = append(siblings, other)
-	}
-	if len(s.entries[podUID]) == 0 {
-		delete(s.entries, podUID)
 	}
 	s.defaultSet = s.defaultSet.Union(set.Difference(cpuset.New().Union(siblings...)))
 }

@@ -28,14 +28,34 @@ const (
 type state struct {
 	defaultSet cpuset.CPUSet
 	entries    map[string]map[string]cpuset.CPUSet
+	// text holds each entry's cpuset in list format, made once when the
+	// entry is set, so a checkpoint write does not re-render every entry.
+	text map[string]map[string]string
+}
+
+func newState(def cpuset.CPUSet) state {
+	return state{defaultSet: def, entries: map[string]map[string]cpuset.CPUSet{}, text: map[string]map[string]string{}}
 }
 
 func (s state) clone() state {
-	c := state{defaultSet: s.defaultSet, entries: make(map[string]map[string]cpuset.CPUSet, len(s.entries))}
+	c := state{defaultSet: s.defaultSet,
+		entries: make(map[string]map[string]cpuset.CPUSet, len(s.entries)),
+		text:    make(map[string]map[string]string, len(s.text)),
+	}
 	for uid, ctrs := range s.entries {
 		c.entries[uid] = maps.Clone(ctrs)
+		c.text[uid] = maps.Clone(s.text[uid])
 	}
 	return c
+}
+
+func (s state) remove(uid, name string) {
+	delete(s.entries[uid], name)
+	delete(s.text[uid], name)
+	if len(s.entries[uid]) == 0 {
+		delete(s.entries, uid)
+		delete(s.text, uid)
+	}
 }
 
 func (s state) get(uid, name string) (cpuset.CPUSet, bool) {
@@ -46,8 +66,10 @@ func (s state) get(uid, name string) (cpuset.CPUSet, bool) {
 func (s state) set(uid, name string, cpus cpuset.CPUSet) {
 	if s.entries[uid] == nil {
 		s.entries[uid] = map[string]cpuset.CPUSet{}
+		s.text[uid] = map[string]string{}
 	}
 	s.entries[uid][name] = cpus
+	s.text[uid][name] = cpus.String()
 }
 
 func (s state) exclusive() cpuset.CPUSet {
@@ -71,15 +93,8 @@ type stateFile struct {
 // encodeState renders s deterministically (map keys sorted by encoding/json).
 func encodeState(policy string, s state) []byte {
 	f := stateFile{PolicyName: policy, DefaultCPUSet: s.defaultSet.String()}
-	if len(s.entries) > 0 {
-		f.Entries = make(map[string]map[string]string, len(s.entries))
-		for uid, ctrs := range s.entries {
-			m := make(map[string]string, len(ctrs))
-			for name, set := range ctrs {
-				m[name] = set.String()
-			}
-			f.Entries[uid] = m
-		}
+	if len(s.text) > 0 {
+		f.Entries = s.text
 	}
 	b, _ := json.Marshal(f) // strings and maps of strings cannot fail
 	return b
@@ -105,6 +120,7 @@ func decodeState(b []byte) (policy string, s state, err error) {
 		return "", state{}, fmt.Errorf("%w: defaultCpuSet: %w", ErrCorruptState, err)
 	}
 	s.entries = make(map[string]map[string]cpuset.CPUSet, len(f.Entries))
+	s.text = make(map[string]map[string]string, len(f.Entries))
 	for uid, ctrs := range f.Entries {
 		if uid == "" || len(uid) > maxNameLen || len(ctrs) > maxStateContainers {
 			return "", state{}, fmt.Errorf("%w: bad pod entry %.64q", ErrCorruptState, uid)
