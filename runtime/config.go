@@ -23,6 +23,9 @@ type Config struct {
 	Mounts         MountProvider
 	CgroupParents  CgroupParentProvider
 	RuntimeClasses RuntimeClassResolver
+	// CPUSets gives each container's cpuset (the cpu manager); nil leaves
+	// cpuset to the runtime.
+	CPUSets CPUSetProvider
 
 	// PodLogsRoot is where container logs go:
 	// <PodLogsRoot>/<ns>_<name>_<uid>/<container>/<restart>.log. Default /var/log/pods.

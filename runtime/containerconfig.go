@@ -102,5 +102,10 @@ func (b *configBuilder) buildContainerConfig(ctx context.Context, in containerIn
 		Resources:       containerLinuxResources(pod, c, b.memoryCapacity()),
 		SecurityContext: sc,
 	}
+	if b.cfg.CPUSets != nil {
+		if cpus, ok := b.cfg.CPUSets.ContainerCPUSet(pod, c); ok {
+			cfg.Linux.Resources.CpusetCpus = cpus
+		}
+	}
 	return cfg, nil
 }

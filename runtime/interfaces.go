@@ -53,3 +53,11 @@ type CgroupParentProvider interface {
 type RuntimeClassResolver interface {
 	RuntimeClass(ctx context.Context, name string) (handler string, overhead v1.ResourceList, err error)
 }
+
+// CPUSetProvider names the CPUs a container is pinned to, in the Linux list
+// format ("0-3,8"), set as LinuxContainerResources.CpusetCpus when the
+// container is created. ok false leaves cpuset to the runtime. The cpu
+// manager satisfies it.
+type CPUSetProvider interface {
+	ContainerCPUSet(pod *v1.Pod, container *v1.Container) (cpus string, ok bool)
+}

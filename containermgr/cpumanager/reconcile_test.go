@@ -13,6 +13,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	nkruntime "github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -164,3 +166,10 @@ func TestRunReconcilesEveryPeriod(t *testing.T) {
 		}
 	})
 }
+
+// The manager plugs into the runtime as its cpuset provider, and the
+// remote CRI client is a Runtime.
+var (
+	_ nkruntime.CPUSetProvider = (*Manager)(nil)
+	_ Runtime                  = (*remote.Client)(nil)
+)
