@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -506,10 +505,10 @@ func (m *Manager) bindSubPath(pod *v1.Pod, c *v1.Container, index int, mv Mounte
 	if err := ValidateSegment(string(pod.UID)); err != nil {
 		return "", wrap(err)
 	}
-	if err := ValidateSegment(c.Name); err != nil {
+	target, err := SubPathTarget(filepath.Join(m.cfg.PodsDir, string(pod.UID)), mv.Name, c.Name, index)
+	if err != nil {
 		return "", wrap(err)
 	}
-	target := filepath.Join(m.cfg.PodsDir, string(pod.UID), subPathsDirName, mv.Name, c.Name, strconv.Itoa(index))
 	// A container started again gets a fresh bind: undo the previous one
 	// (made by this process, or left from before a restart).
 	if prev := m.asw.takeSubPath(pod.UID, mv.Name, target); prev != nil {
