@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -52,8 +54,9 @@ type Config struct {
 	// volumes no plugin knows. Nil: such mounts are left alone (their
 	// dirs are then not removed). Use &SystemMounter{} in a real agent.
 	Mounter Mounter
-	// PrepareSubPath binds a subPath into place (default PrepareSubPath);
-	// tests substitute a stub.
+	// PrepareSubPath binds a subPath into place (default: a missing subPath
+	// is made as a dir beneath the volume, as the kubelet does, then
+	// PrepareSubPath); tests substitute a stub.
 	PrepareSubPath func(volumeDir, subPath, target string) (hostPath string, cleanup func() error, err error)
 
 	Clock      clock.WithTicker      // default clock.RealClock{}
@@ -168,7 +171,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.PrepareSubPath == nil {
-		cfg.PrepareSubPath = PrepareSubPath
+		cfg.PrepareSubPath = makeAndPrepareSubPath
 	}
 	cfg.PodsDir = filepath.Clean(cfg.PodsDir)
 	m := &Manager{
@@ -662,4 +665,48 @@ func (mt *metrics) observeOp(op string, err error) {
 		result = "error"
 	}
 	mt.ops.WithLabelValues(op, result).Inc()
+}
+
+// makeAndPrepareSubPath creates subPath beneath volumeDir when it does not
+// exist (mkdirat relative to descriptors resolved with OpenSubPath, so no
+// symlink can lead the creation out of the volume), then PrepareSubPath.
+func makeAndPrepareSubPath(volumeDir, subPath, target string) (string, func() error, error) {
+	if err := makeSubPathDirs(volumeDir, subPath); err != nil {
+		return "", nil, err
+	}
+	return PrepareSubPath(volumeDir, subPath, target)
+}
+
+func makeSubPathDirs(volumeDir, subPath string) error {
+	if err := ValidateSubPath(subPath); err != nil {
+		return err
+	}
+	fd, err := OpenSubPath(volumeDir, subPath)
+	if err == nil {
+		return unix.Close(fd)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	segs := strings.Split(subPath, "/")
+	for i := range segs {
+		if segs[i] == "" {
+			continue
+		}
+		var parent int
+		if i == 0 {
+			parent, err = unix.Open(volumeDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		} else {
+			parent, err = OpenSubPath(volumeDir, strings.Join(segs[:i], "/"))
+		}
+		if err != nil {
+			return fmt.Errorf("subPath %q: %w", subPath, err)
+		}
+		err = unix.Mkdirat(parent, segs[i], 0o750)
+		unix.Close(parent)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("subPath %q: make %s: %w", subPath, strings.Join(segs[:i+1], "/"), err)
+		}
+	}
+	return nil
 }

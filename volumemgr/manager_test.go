@@ -664,3 +664,29 @@ volume_manager_total_volumes{plugin_name="kubernetes.io/empty-dir",state="desire
 		t.Fatalf("registering twice: %v", err)
 	}
 }
+
+func TestMakeSubPathDirs(t *testing.T) {
+	vol := t.TempDir()
+	outside := t.TempDir()
+	if err := makeSubPathDirs(vol, "a/b/c"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(vol, "a", "b", "c")); err != nil || !fi.IsDir() {
+		t.Fatalf("a/b/c not made: %v", err)
+	}
+	if err := makeSubPathDirs(vol, "a/b/c"); err != nil {
+		t.Fatalf("existing subPath: %v", err)
+	}
+	if err := os.Symlink(outside, filepath.Join(vol, "trap")); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeSubPathDirs(vol, "trap/x"); !errors.Is(err, ErrPathEscape) {
+		t.Fatalf("through an escaping symlink: %v, want ErrPathEscape", err)
+	}
+	if exists(filepath.Join(outside, "x")) {
+		t.Fatal("a dir was made outside the volume")
+	}
+	if err := makeSubPathDirs(vol, "../x"); !errors.Is(err, ErrUnsafePath) {
+		t.Fatalf("../x: %v", err)
+	}
+}
