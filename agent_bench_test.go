@@ -16,7 +16,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/syncloop"
 )
 
 // benchPod is what benchSink keeps of a pod's status.
@@ -194,53 +196,123 @@ func BenchmarkAgentStartPods(b *testing.B) {
 // p50-ms, p99-ms and max-ms over b.N exits. The generic PLEG relists every
 // second, so the latency is bounded by that period plus a pod sync.
 func BenchmarkContainerExitToStatus(b *testing.B) {
-	for _, n := range []int{10, 100} {
-		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			sink := newBenchSink()
-			a := benchAgent(b, benchManifests(b, n), sink, nil)
-			stop := runBench(b, a)
-			defer stop()
-			sink.await(b, 2*time.Minute, fmt.Sprintf("%d pods Running", n), func() bool { return sink.runningPods() == n })
-			rt := a.FakeRuntime()
-
-			var lat []time.Duration
-			i := 0
-			for b.Loop() {
-				b.StopTimer()
-				name := fmt.Sprintf("p%04d-node1", i%n)
-				i++
-				var before benchPod
-				sink.await(b, time.Minute, name+" running", func() bool {
-					before = sink.get(name)
-					return before.running && before.containerID != ""
-				})
-				id := runningContainerOf(b, rt, name)
-				// The status came from a relist: exiting at once would
-				// always land just after one. Exit at a random phase of
-				// the relist period instead.
-				<-time.After(time.Duration(rand.Int64N(int64(1100 * time.Millisecond))))
-				b.StartTimer()
-
-				t0 := time.Now()
-				if err := rt.ExitContainer(id, 1, ""); err != nil {
-					b.Fatal(err)
-				}
-				sink.await(b, time.Minute, name+" exit in status", func() bool {
-					p := sink.get(name)
-					return !p.running || p.restarts > before.restarts || p.containerID != before.containerID
-				})
-				lat = append(lat, time.Since(t0))
-			}
-			slices.Sort(lat)
-			pct := func(p float64) float64 {
-				return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-			}
-			b.ReportMetric(pct(0.50), "p50-ms")
-			b.ReportMetric(pct(0.99), "p99-ms")
-			b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
-		})
+	for _, mode := range []string{"relist", "evented"} {
+		for _, n := range []int{10, 100} {
+			b.Run(fmt.Sprintf("pleg=%s/pods=%d", mode, n), func(b *testing.B) {
+				benchExitToStatus(b, n, mode == "evented")
+			})
+		}
 	}
+}
+
+func benchExitToStatus(b *testing.B, n int, evented bool) {
+	b.ReportAllocs()
+	sink := newBenchSink()
+	var extra func(*nodekit.Builder)
+	var ev *eventedWiring
+	if evented {
+		ev = &eventedWiring{tb: b}
+		extra = ev.wire
+	}
+	a := benchAgent(b, benchManifests(b, n), sink, extra)
+	if ev != nil {
+		ev.agent = a
+	}
+	stop := runBench(b, a)
+	defer stop()
+	sink.await(b, 2*time.Minute, fmt.Sprintf("%d pods Running", n), func() bool { return sink.runningPods() == n })
+	if ev != nil && !ev.pleg.InUse() {
+		b.Fatal("the evented PLEG is not following container events")
+	}
+	rt := a.FakeRuntime()
+
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		name := fmt.Sprintf("p%04d-node1", i%n)
+		i++
+		var before benchPod
+		sink.await(b, time.Minute, name+" running", func() bool {
+			before = sink.get(name)
+			return before.running && before.containerID != ""
+		})
+		id := runningContainerOf(b, rt, name)
+		// The status came from a relist: exiting at once would
+		// always land just after one. Exit at a random phase of
+		// the relist period instead.
+		<-time.After(time.Duration(rand.Int64N(int64(1100 * time.Millisecond))))
+		b.StartTimer()
+
+		t0 := time.Now()
+		if err := rt.ExitContainer(id, 1, ""); err != nil {
+			b.Fatal(err)
+		}
+		sink.await(b, time.Minute, name+" exit in status", func() bool {
+			p := sink.get(name)
+			return !p.running || p.restarts > before.restarts || p.containerID != before.containerID
+		})
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// eventedWiring is what a Builder option WithEventedPLEG would do, done
+// through the Builder's public hooks: an EventedPLEG over the agent's
+// runtime engine, following the fake runtime's GetContainerEvents, replaces
+// the GenericPLEG as the sync loop's cache, event stream and health. (The
+// agent's own GenericPLEG still runs, unread; the Agent has no way yet to
+// run an EventedPLEG in its place.)
+type eventedWiring struct {
+	tb     testing.TB
+	agent  *nodekit.Agent // set once Build returned, before Run
+	pleg   *pleg.EventedPLEG
+	events chan *syncloop.PodLifecycleEvent
+}
+
+func (w *eventedWiring) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, cb func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	return w.agent.FakeRuntime().GetContainerEvents(ctx, ch, cb)
+}
+
+func (w *eventedWiring) wire(bld *nodekit.Builder) {
+	bld.WithSyncLoopConfig(func(cfg *syncloop.Config) {
+		rt, ok := cfg.Runtime.(pleg.Runtime)
+		if !ok {
+			w.tb.Fatal("the sync loop's runtime is not a pleg.Runtime")
+		}
+		ev, err := pleg.NewEvented(pleg.EventedConfig{Config: pleg.Config{Runtime: rt}, Events: w})
+		if err != nil {
+			w.tb.Fatal(err)
+		}
+		w.pleg, w.events = ev, make(chan *syncloop.PodLifecycleEvent, pleg.DefaultChannelCapacity)
+		cfg.Cache, cfg.Events, cfg.PLEGHealthy, cfg.RequestRelist = ev.Cache(), w.events, ev.Healthy, ev.RequestRelist
+	})
+	bld.WithPart("evented pleg", func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case e := <-w.pleg.Watch():
+					select {
+					case w.events <- nodekit.ConvertEvent(e):
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		})
+		err := w.pleg.Run(ctx)
+		wg.Wait()
+		return err
+	})
 }
 
 // runningContainerOf returns the ID of the running container of the pod
