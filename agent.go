@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 	"github.com/nodekit/nodekit/runtime/remote"
@@ -40,6 +41,7 @@ type Agent struct {
 	pleg      *pleg.GenericPLEG
 	loop      *syncloop.Loop
 	parts     []extraPart
+	prober    *prober.Manager
 
 	// updates and events carry podconfig's and pleg's streams, converted, to
 	// the sync loop (which imports neither package).

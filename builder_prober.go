@@ -39,6 +39,7 @@ func (b *Builder) WithProber(edits ...func(*prober.Config)) *Builder {
 			return partErr("prober", err)
 		}
 		link.set(m)
+		a.prober = m
 		return nil
 	})
 	return b.WithPart("prober", link.run)
@@ -164,3 +165,6 @@ func toLoopUpdate(u prober.Update) syncloop.ProbeUpdate {
 	}
 	return syncloop.ProbeUpdate{PodUID: u.PodUID, ContainerID: u.ContainerID, Type: t, Result: u.Result}
 }
+
+// Prober returns the probe manager made by WithProber, or nil.
+func (a *Agent) Prober() *prober.Manager { return a.prober }

@@ -100,6 +100,9 @@ func TestProberOnFakeRuntime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if agent.Prober() == nil {
+			t.Fatal("Agent.Prober() is nil after WithProber")
+		}
 		var execs atomic.Int64
 		agent.FakeRuntime().SetExecHandler(func(_ string, cmd []string) ([]byte, []byte, int32, error) {
 			execs.Add(1)
