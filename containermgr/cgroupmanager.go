@@ -79,7 +79,9 @@ func DetectMode(root string) (Mode, error) {
 // v1Controllers are the v1 hierarchies a cgroup is made in (those present
 // under the root). cpu and memory are required.
 func v1Controllers() []string {
-	return []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "blkio", "devices", "freezer", "systemd"}
+	// unified is the v2 mount of a hybrid host: runtimes place containers
+	// there too, so pod cgroups are made and removed there as well.
+	return []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "blkio", "devices", "freezer", "systemd", "unified"}
 }
 
 // v2Controllers are enabled in cgroup.subtree_control of every parent.
