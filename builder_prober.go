@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/runtime"
@@ -83,6 +84,13 @@ func (l *proberLink) AddPod(pod *v1.Pod) {
 func (l *proberLink) RemovePod(pod *v1.Pod) {
 	if m := l.get(); m != nil {
 		m.RemovePod(pod)
+	}
+}
+
+// CleanupPods stops the probe workers of pods not in desired (housekeeping).
+func (l *proberLink) CleanupPods(desired map[types.UID]struct{}) {
+	if m := l.get(); m != nil {
+		m.CleanupPods(desired)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -67,6 +69,40 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 		keep[uid] = true
 	}
 	l.status.RemoveOrphanedStatuses(keep)
+
+	// Pod cgroups of pods that are gone (a container manager that can do
+	// this). A pod keeps its cgroup while its workers may still have
+	// containers running, also when its config is gone.
+	if cc, ok := l.cfg.Cgroups.(interface {
+		CleanupOrphans(ctx context.Context, activePods []*v1.Pod, sourcesReady bool) (int, error)
+	}); ok {
+		keep := l.activePodsExcept("")
+		kept := make(map[types.UID]bool, len(keep))
+		for _, p := range keep {
+			kept[p.UID] = true
+		}
+		for uid := range working {
+			if !kept[uid] && l.workers.CouldHaveRunningContainers(uid) {
+				keep = append(keep, &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}})
+			}
+		}
+		if _, err := cc.CleanupOrphans(ctx, keep, true); err != nil {
+			errs = append(errs, fmt.Errorf("pod cgroup cleanup: %w", err))
+		}
+	}
+
+	// Probe workers of pods that are gone (a prober that can do this).
+	if pc, ok := l.cfg.Probes.(interface {
+		CleanupPods(desired map[types.UID]struct{})
+	}); ok {
+		active := make(map[types.UID]struct{}, len(desired))
+		for uid := range desired {
+			if !l.workers.IsPodTerminationRequested(uid) {
+				active[uid] = struct{}{}
+			}
+		}
+		pc.CleanupPods(active)
+	}
 
 	// Desired pods the workers don't know: start them again.
 	for _, p := range allPods {
