@@ -130,7 +130,9 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func containsStr(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+func containsStr(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {
@@ -361,7 +363,7 @@ func TestRunFastUpdateUntilReady(t *testing.T) {
 		go func() { done <- c.Run(ctx) }()
 
 		// Register tries at 0, 100ms, 300ms, 700ms (back-off doubles).
-		time.Sleep(650 * time.Millisecond)
+		advance(650 * time.Millisecond)
 		synctest.Wait()
 		if r, _, _ := sink.counts(); r != 3 {
 			t.Fatalf("%d registration tries by 650ms, want 3", r)
@@ -369,10 +371,10 @@ func TestRunFastUpdateUntilReady(t *testing.T) {
 		sink.mu.Lock()
 		sink.registerErr = nil
 		sink.mu.Unlock()
-		time.Sleep(100 * time.Millisecond) // 750ms: registered at 700ms, first sync
+		advance(100 * time.Millisecond) // 750ms: registered at 700ms, first sync
 		synctest.Wait()
 		_, g0, _ := sink.counts()
-		time.Sleep(time.Second) // fast: ~10 syncs
+		advance(time.Second) // fast: ~10 syncs
 		synctest.Wait()
 		_, g1, _ := sink.counts()
 		if g1-g0 < 9 || g1-g0 > 11 {
@@ -384,7 +386,7 @@ func TestRunFastUpdateUntilReady(t *testing.T) {
 		default:
 		}
 		ready.set(nil)
-		time.Sleep(100 * time.Millisecond)
+		advance(100 * time.Millisecond)
 		synctest.Wait()
 		select {
 		case <-c.Ready():
@@ -392,12 +394,12 @@ func TestRunFastUpdateUntilReady(t *testing.T) {
 			t.Fatal("not ready 100ms after the runtime came up")
 		}
 		_, g2, _ := sink.counts()
-		time.Sleep(5 * time.Second) // slow: no sync within 10s
+		advance(5 * time.Second) // slow: no sync within 10s
 		synctest.Wait()
 		if _, g3, _ := sink.counts(); g3 != g2 {
 			t.Fatalf("%d syncs within 5s after ready, want 0", g3-g2)
 		}
-		time.Sleep(6 * time.Second)
+		advance(6 * time.Second)
 		synctest.Wait()
 		if _, g4, _ := sink.counts(); g4 != g2+1 {
 			t.Fatalf("%d syncs after 11s, want 1", g4-g2)
@@ -424,13 +426,13 @@ func TestRunFastUpdateTimeout(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
-		time.Sleep(2*time.Second + 50*time.Millisecond)
+		advance(2*time.Second + 50*time.Millisecond)
 		synctest.Wait()
 		_, g0, _ := sink.counts()
 		if g0 < 19 {
 			t.Fatalf("%d syncs in the fast phase, want ~21", g0)
 		}
-		time.Sleep(9 * time.Second)
+		advance(9 * time.Second)
 		synctest.Wait()
 		if _, g1, _ := sink.counts(); g1 != g0 {
 			t.Fatalf("fast updates went on after the timeout: %d more", g1-g0)
@@ -439,3 +441,6 @@ func TestRunFastUpdateTimeout(t *testing.T) {
 		<-done
 	})
 }
+
+// advance lets d pass on the synctest bubble's clock.
+func advance(d time.Duration) { <-time.After(d) }
