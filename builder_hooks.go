@@ -3,6 +3,8 @@ package nodekit
 import (
 	"context"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -62,4 +64,20 @@ func (b *Builder) WithPart(name string, run func(ctx context.Context) error) *Bu
 type extraPart struct {
 	name string
 	run  func(ctx context.Context) error
+}
+
+// WithPodTerminated adds a function called once a pod has fully stopped
+// (containers gone, volumes unmounted, cgroup removed): where the cpu and
+// memory managers give back what the pod held.
+func (b *Builder) WithPodTerminated(f func(ctx context.Context, pod *v1.Pod) error) *Builder {
+	return b.WithSyncLoopConfig(func(c *syncloop.Config) { c.PodTerminated = append(c.PodTerminated, f) })
+}
+
+// ActivePods returns the pods the agent runs or is about to run (not those
+// known to be stopped), for managers that keep resources per pod.
+func (a *Agent) ActivePods() []*v1.Pod {
+	if a.loop == nil {
+		return nil
+	}
+	return a.loop.ActivePods()
 }

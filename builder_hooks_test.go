@@ -2,6 +2,9 @@ package nodekit_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -88,6 +91,10 @@ func TestHooksAndParts(t *testing.T) {
 		WithProbes(h, nil, nil).
 		WithRuntimeConfig(func(c *runtime.Config) { c.DNS.ResolvConf = "-" }).
 		WithSyncLoopConfig(func(c *syncloop.Config) { loopEdited = true }).
+		WithPodTerminated(func(_ context.Context, pod *v1.Pod) error {
+			h.note("terminated " + pod.Name)
+			return nil
+		}).
 		WithPart("extra", func(ctx context.Context) error {
 			close(partStarted)
 			<-ctx.Done()
@@ -114,6 +121,18 @@ func TestHooksAndParts(t *testing.T) {
 		if h.count(what) == 0 {
 			t.Errorf("hook %q was never called", what)
 		}
+	}
+	if got := agent.ActivePods(); len(got) != 1 || got[0].Name != "a-node1" {
+		t.Errorf("ActivePods() = %v, want the one pod", got)
+	}
+	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, nil, "the PodTerminated hook", func() (bool, string) {
+		return h.count("terminated a-node1") == 1, fmt.Sprint(h.count("unmount"))
+	})
+	if h.count("unmount") == 0 {
+		t.Error("the pod's volumes were never unmounted before PodTerminated")
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)

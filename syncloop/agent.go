@@ -37,6 +37,7 @@ type agent struct {
 	relist      func(types.UID)
 	dirs        podDirs
 	network     func() error
+	terminated  []func(ctx context.Context, pod *v1.Pod) error
 }
 
 var _ PodSyncer = (*agent)(nil)
@@ -220,6 +221,11 @@ func (a *agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.
 	}
 	if err := a.cgroups.DestroyPodCgroup(ctx, pod); err != nil {
 		return fmt.Errorf("%w: removing the cgroup of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
+	}
+	for _, f := range a.terminated {
+		if err := f(ctx, pod); err != nil {
+			return fmt.Errorf("%w: after %s/%s stopped: %w", ErrHook, pod.Namespace, pod.Name, err)
+		}
 	}
 	a.status.TerminatePod(pod)
 	return nil

@@ -217,6 +217,12 @@ type Config struct {
 	Cgroups CgroupHooks
 	Probes  ProbeHooks
 
+	// PodTerminated functions are called once a pod has fully stopped (its
+	// containers gone, volumes unmounted, cgroup removed), before its final
+	// status is set: where the cpu and memory managers give back what the
+	// pod held. An error is retried like any failed termination step.
+	PodTerminated []func(ctx context.Context, pod *v1.Pod) error
+
 	// GCPolicy is passed to Runtime.GarbageCollect.
 	GCPolicy runtime.GCPolicy
 
@@ -364,6 +370,7 @@ func New(cfg Config) (*Loop, error) {
 		relist:      cfg.RequestRelist,
 		dirs:        podDirs{root: cfg.Root},
 		network:     l.networkReady,
+		terminated:  cfg.PodTerminated,
 	}
 	if l.agent.volumes == nil {
 		l.agent.volumes = noopHooks{}
@@ -857,3 +864,7 @@ func (l *Loop) handleSet(source string, pods []*v1.Pod) {
 		l.HandlePodReconcile(reconciles)
 	}
 }
+
+// ActivePods returns the desired pods that are not known to be stopped: the
+// pods admission counts and the managers keep resources for.
+func (l *Loop) ActivePods() []*v1.Pod { return l.activePodsExcept("") }
