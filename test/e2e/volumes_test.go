@@ -287,3 +287,85 @@ func containerIDs(t *testing.T, e *env) map[string]string {
 	}
 	return out
 }
+
+// TestVolumesAfterRestart: the agent stops while the pod runs (its
+// emptyDir and a subPath bind mounted); a new agent, whose source no
+// longer has the pod, reconstructs the volumes from disk and, once the
+// sources are ready, tears them down: no mount is left under the pod dir.
+func TestVolumesAfterRestart(t *testing.T) {
+	e := volumeEnv(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Cleanup(func() { removeSandboxesOf(t, e, volumePodUID) })
+	root := t.TempDir()
+	objects := filepath.Join(root, "objects")
+	writeConfigMap(t, objects, "v1")
+	podsDir := filepath.Join(root, "pods")
+	podDir := filepath.Join(podsDir, volumePodUID)
+	shared := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "shared")
+
+	start := func(pods []*v1.Pod) (*volumemgr.Manager, *nodekit.Agent, context.CancelFunc) {
+		t.Helper()
+		mounter := &volumemgr.SystemMounter{}
+		mgr, err := volumemgr.New(volumemgr.Config{
+			PodsDir: podsDir,
+			Plugins: volumemgr.DefaultPlugins(volumemgr.PluginsConfig{
+				Objects: &volumemgr.DirObjectSource{Dir: objects}, Mounter: mounter,
+			}),
+			Mounter: mounter,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets := make(chan []*v1.Pod, 1)
+		sets <- pods
+		agent, err := nodekit.NewBuilder().
+			WithNodeName(nodeName).
+			WithRuntimeEndpoint(e.endpoint).
+			WithRootDir(root).
+			WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
+			WithPodSource("test", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+				return &chanSource{out: out, sets: sets}, nil
+			}).
+			WithVolumes(mgr, mgr).
+			WithPart("volumemgr", mgr.Run).
+			Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mgr.SetPodSource(agent.Loop(), agent.Loop().PodWorkers(), agent.PodConfig().SeenAllSources)
+		ctx, cancel := context.WithCancel(context.Background())
+		go agent.Run(ctx)
+		return mgr, agent, cancel
+	}
+	stop := func(agent *nodekit.Agent, cancel context.CancelFunc) {
+		t.Helper()
+		cancel()
+		select {
+		case <-agent.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the agent did not stop within 30s")
+		}
+		if err := agent.Err(); err != nil {
+			t.Fatalf("agent: %v", err)
+		}
+	}
+
+	_, agent, cancel := start([]*v1.Pod{volumePod(e.busybox)})
+	waitFor(t, 60*time.Second, "the subPath file written by the pod", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(shared, "reader", "data", "hello"))
+		return err == nil, fmt.Sprint(err)
+	})
+	stop(agent, cancel)
+	if points, _ := volumemgr.MountPointsUnder(podDir); len(points) == 0 {
+		t.Fatal("no subPath bind mount left by the first agent: the test would prove nothing")
+	}
+
+	mgr, agent, cancel := start(nil)
+	waitFor(t, 60*time.Second, "the reconstructed volumes torn down", func() (bool, string) {
+		points, err := volumemgr.MountPointsUnder(podDir)
+		_, serr := os.Stat(shared)
+		return err == nil && len(points) == 0 && os.IsNotExist(serr) && len(mgr.GetVolumesInUse()) == 0,
+			fmt.Sprintf("mounts %v (%v), shared dir: %v, in use %v", points, err, serr, mgr.GetVolumesInUse())
+	})
+	stop(agent, cancel)
+}
