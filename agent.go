@@ -42,6 +42,9 @@ type Agent struct {
 	loop      *syncloop.Loop
 	parts     []extraPart
 	prober    *prober.Manager
+	// starters run, in order, before any part starts (state to load before
+	// the first pod is admitted).
+	starters []func(ctx context.Context) error
 
 	// updates and events carry podconfig's and pleg's streams, converted, to
 	// the sync loop (which imports neither package).
@@ -134,6 +137,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			return fmt.Errorf("%w: %w", ErrConnect, err)
+		}
+	}
+
+	for _, start := range a.starters {
+		if err := start(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
 	}
 
