@@ -161,15 +161,17 @@ func TestProberOnFakeRuntime(t *testing.T) {
 			t.Errorf("no last termination state: %+v", main(st))
 		}
 		liveFails.Store(false)
-		n := execs.Load()
+		// A new container starts not ready (readiness starts at Failure), so
+		// Ready for the new ID means its readiness probe ran and passed.
+		second := main(st).ContainerID
 		st = waitFor("new instance probed and Ready", 10*time.Second, func(st v1.PodStatus) bool {
 			return main(st).Ready && podCondition(st, v1.PodReady) == v1.ConditionTrue
 		})
-		if main(st).RestartCount != 1 {
-			t.Errorf("restart count %d after recovery, want 1", main(st).RestartCount)
+		if main(st).ContainerID != second || main(st).RestartCount != 1 {
+			t.Errorf("after recovery: container %s restart count %d, want %s with 1", main(st).ContainerID, main(st).RestartCount, second)
 		}
-		if execs.Load() == n {
-			t.Error("the new instance was not probed")
+		if execs.Load() == 0 {
+			t.Error("no probe ever ran")
 		}
 		cancel()
 		if err := <-done; err != nil {
