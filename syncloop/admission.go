@@ -302,7 +302,7 @@ func (l *Loop) isAdmittedPodTerminal(p *v1.Pod) bool {
 	if statusIsTerminalPhase(p.Status.Phase) {
 		return true
 	}
-	if s, ok := l.status.GetPodStatus(p.UID); ok && statusIsTerminalPhase(s.Phase) {
+	if phase, ok := l.status.PodPhase(p.UID); ok && statusIsTerminalPhase(phase) {
 		return true
 	}
 	return false

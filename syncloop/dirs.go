@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -49,12 +50,28 @@ func checkSegment(s string) error {
 
 func isAbsClean(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
 
-// podDirs manages the pod directories under root ("" = none).
-type podDirs struct{ root string }
+// podDirs manages the pod directories under root ("" = none). Its zero
+// value (with a root) is ready to use; it must not be copied once used.
+type podDirs struct {
+	root string
 
-// ensure makes root/pods/<uid>/{volumes,plugins,containers}.
-func (d podDirs) ensure(uid types.UID) error {
+	// mu guards made: the UIDs whose directories ensure made (or found)
+	// and remove has not been asked to delete since. Directories are only
+	// removed through remove, so ensure skips the file system for them.
+	mu   sync.Mutex
+	made map[types.UID]struct{}
+}
+
+// ensure makes root/pods/<uid>/{volumes,plugins,containers}, once per pod
+// (until remove is called for it).
+func (d *podDirs) ensure(uid types.UID) error {
 	if d.root == "" {
+		return nil
+	}
+	d.mu.Lock()
+	_, done := d.made[uid]
+	d.mu.Unlock()
+	if done {
 		return nil
 	}
 	dir, err := PodDir(d.root, uid)
@@ -66,12 +83,25 @@ func (d podDirs) ensure(uid types.UID) error {
 			return fmt.Errorf("syncloop: making pod directory: %w", err)
 		}
 	}
+	d.mu.Lock()
+	if d.made == nil {
+		d.made = make(map[types.UID]struct{})
+	}
+	d.made[uid] = struct{}{}
+	d.mu.Unlock()
 	return nil
+}
+
+// forget drops uid from the pods whose directories are known to exist.
+func (d *podDirs) forget(uid types.UID) {
+	d.mu.Lock()
+	delete(d.made, uid)
+	d.mu.Unlock()
 }
 
 // list returns the UIDs that have a directory (entries that are not safe
 // segments are skipped).
-func (d podDirs) list() ([]types.UID, error) {
+func (d *podDirs) list() ([]types.UID, error) {
 	if d.root == "" {
 		return nil, nil
 	}
@@ -95,10 +125,12 @@ func (d podDirs) list() ([]types.UID, error) {
 // directories are only emptied of empty directories (never files, never
 // across a mount point): if anything is left there, likely a volume still
 // mounted, the directory is kept and removed reports false.
-func (d podDirs) remove(uid types.UID) (bool, error) {
+func (d *podDirs) remove(uid types.UID) (bool, error) {
 	if d.root == "" {
 		return true, nil
 	}
+	// Whatever happens below, the directories may be partly gone.
+	d.forget(uid)
 	dir, err := PodDir(d.root, uid)
 	if err != nil {
 		return false, err

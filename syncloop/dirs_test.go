@@ -26,7 +26,7 @@ func TestPodDirsUnsafeUIDs(t *testing.T) {
 	if p, err := PodDir("/var/lib/nodekit", "1234"); err != nil || p != "/var/lib/nodekit/pods/1234" {
 		t.Fatalf("PodDir %q %v", p, err)
 	}
-	if err := (podDirs{}).ensure("x"); err != nil {
+	if err := (&podDirs{}).ensure("x"); err != nil {
 		t.Fatal("no root must be a no-op")
 	}
 }
@@ -77,5 +77,34 @@ func TestPodDirsLifecycle(t *testing.T) {
 	}
 	if gone, err := d.remove("never-made"); err != nil || !gone {
 		t.Fatalf("remove of a missing dir: %v %v", gone, err)
+	}
+}
+
+// ensure touches the file system once per pod: a pod directory removed
+// behind its back is not remade, until remove forgets the pod.
+func TestPodDirsEnsureOncePerPod(t *testing.T) {
+	root := t.TempDir()
+	d := &podDirs{root: root}
+	if err := d.ensure("a"); err != nil {
+		t.Fatal(err)
+	}
+	vols := filepath.Join(root, "pods", "a", "volumes")
+	if err := os.Remove(vols); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ensure("a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(vols); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("second ensure went to the file system: %v", err)
+	}
+	if gone, err := d.remove("a"); err != nil || !gone {
+		t.Fatalf("remove: %v %v", gone, err)
+	}
+	if err := d.ensure("a"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(vols); err != nil || !fi.IsDir() {
+		t.Fatalf("ensure after remove did not remake the directories: %v", err)
 	}
 }

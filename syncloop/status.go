@@ -84,7 +84,11 @@ type StatusManager struct {
 	statuses map[types.UID]*statusEntry
 	running  bool
 
-	// syncMu serialises SyncOnce; sent is only touched under it.
+	// pending holds the pods whose status changed (or must be looked at
+	// again) since the last sync; under mu.
+	pending map[types.UID]struct{}
+
+	// syncMu serialises the syncs; sent is only touched under it.
 	syncMu sync.Mutex
 	sent   map[types.UID]statusSent
 
@@ -130,6 +134,7 @@ func NewStatusManager(cfg StatusConfig) (*StatusManager, error) {
 		activity: cfg.ContainerActivity,
 		statuses: make(map[types.UID]*statusEntry),
 		sent:     make(map[types.UID]statusSent),
+		pending:  make(map[types.UID]struct{}),
 		notify:   make(chan struct{}, 1),
 	}, nil
 }
@@ -143,6 +148,18 @@ func (m *StatusManager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 		return v1.PodStatus{}, false
 	}
 	return *e.status.DeepCopy(), true
+}
+
+// PodPhase returns the phase of the cached status of the pod, without
+// copying the status.
+func (m *StatusManager) PodPhase(uid types.UID) (v1.PodPhase, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.statuses[uid]
+	if !ok {
+		return "", false
+	}
+	return e.status.Phase, true
 }
 
 // Version returns the version of the cached status of the pod (0 if none).
@@ -362,6 +379,7 @@ func (m *StatusManager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
 	for uid := range m.statuses {
 		if !keep[uid] {
 			delete(m.statuses, uid)
+			m.pending[uid] = struct{}{} // the next sync forgets what was sent
 		}
 	}
 }
@@ -417,6 +435,7 @@ func (m *StatusManager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, fi
 		ne.version = e.version + 1
 	}
 	m.statuses[pod.UID] = ne
+	m.pending[pod.UID] = struct{}{}
 	return true
 }
 
@@ -613,33 +632,73 @@ type statusToSync struct {
 // SyncOnce offers the sink every status it has not accepted yet: those
 // whose version is newer than the last accepted one, and those whose
 // delivered form changed (a terminal phase held back until the containers
-// stopped). A status the sink refuses stays pending for the next call; the
-// errors of all refusals are returned together, each wrapping ErrStatusSink.
-// After a successful sync of a finished, terminal pod with a deletion
-// timestamp, a sink that implements StatusPodDeleter is asked to delete it,
-// and its status is forgotten.
+// stopped). Only pods whose status changed since the last sync, or that
+// were left pending by it, are looked at: the cost grows with the changes,
+// not with the number of pods. A status the sink refuses stays pending for
+// the next call; the errors of all refusals are returned together, each
+// wrapping ErrStatusSink. After a successful sync of a finished, terminal
+// pod with a deletion timestamp, a sink that implements StatusPodDeleter is
+// asked to delete it, and its status is forgotten.
+//
+// The sink gets its own copies of the pod and the status.
 func (m *StatusManager) SyncOnce(ctx context.Context) error {
+	return m.syncBatch(ctx, false)
+}
+
+// ResyncAll is SyncOnce over every cached status, changed or not (Run does
+// it every SyncPeriod, as the kubelet does). An unchanged status whose
+// delivered form is what the sink already accepted is not sent again; no
+// status is copied unless it is sent.
+func (m *StatusManager) ResyncAll(ctx context.Context) error {
+	return m.syncBatch(ctx, true)
+}
+
+func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 
+	// Entries are never changed in place (updates store a new entry), so
+	// their pod and status may be read here without the lock and without
+	// copies, as long as nothing below writes into them.
 	m.mu.Lock()
-	todo := make([]statusToSync, 0, len(m.statuses))
-	for uid, e := range m.statuses {
+	var todo []statusToSync
+	pick := func(uid types.UID) {
+		e, ok := m.statuses[uid]
+		if !ok {
+			delete(m.sent, uid)
+			return
+		}
 		todo = append(todo, statusToSync{uid: uid, pod: e.pod, status: e.status, version: e.version, finished: e.finished})
 	}
-	for uid := range m.sent {
-		if _, ok := m.statuses[uid]; !ok {
-			delete(m.sent, uid)
+	if all {
+		todo = make([]statusToSync, 0, len(m.statuses))
+		for uid := range m.statuses {
+			pick(uid)
+		}
+		for uid := range m.sent {
+			if _, ok := m.statuses[uid]; !ok {
+				delete(m.sent, uid)
+			}
+		}
+	} else {
+		todo = make([]statusToSync, 0, len(m.pending))
+		for uid := range m.pending {
+			pick(uid)
 		}
 	}
+	clear(m.pending)
 	m.mu.Unlock()
 	sort.Slice(todo, func(i, j int) bool { return todo[i].uid < todo[j].uid })
 
 	deleter, canDelete := m.sink.(StatusPodDeleter)
 	var errs []error
-	for _, t := range todo {
+	var again []types.UID // looked at again by the next sync
+	for i, t := range todo {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
+			for _, r := range todo[i:] {
+				again = append(again, r.uid)
+			}
 			break
 		}
 		sent, ok := m.sent[t.uid]
@@ -648,16 +707,24 @@ func (m *StatusManager) SyncOnce(ctx context.Context) error {
 			prev = sent.status
 		}
 		couldRun := m.activity != nil && m.activity.CouldHaveRunningContainers(t.uid)
-		merged := statusMerge(t.pod, *prev.DeepCopy(), *t.status.DeepCopy(), couldRun)
+		// statusMerge reads prev and next and builds fresh slices for
+		// what it changes: shallow views are enough here.
+		merged := statusMerge(t.pod, prev, t.status, couldRun)
+		heldBack := statusIsTerminalPhase(t.status.Phase) && !statusIsTerminalPhase(merged.Phase)
+		if heldBack {
+			again = append(again, t.uid)
+		}
 		deletable := canDelete && t.finished && t.pod.DeletionTimestamp != nil && !statusIsMirrorPod(t.pod) && statusIsTerminalPhase(merged.Phase)
 		if ok && sent.version >= t.version && statusEqualByAgent(&sent.status, &merged) && !deletable {
 			continue
 		}
-		pod := t.pod.DeepCopy()
-		pod.Status = *merged.DeepCopy()
-		if err := m.sink.SyncPodStatus(ctx, pod, merged); err != nil {
+		pod := statusPodCopy(t.pod, &merged)
+		if err := m.sink.SyncPodStatus(ctx, pod, *merged.DeepCopy()); err != nil {
 			m.log.Info("pod status not delivered", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Uint64("version", t.version), zap.Error(err))
 			errs = append(errs, fmt.Errorf("%w: pod %s/%s (uid %s): %w", ErrStatusSink, pod.Namespace, pod.Name, t.uid, err))
+			if !heldBack {
+				again = append(again, t.uid)
+			}
 			continue
 		}
 		m.sent[t.uid] = statusSent{version: t.version, status: merged}
@@ -666,6 +733,7 @@ func (m *StatusManager) SyncOnce(ctx context.Context) error {
 		}
 		if err := deleter.DeletePod(ctx, pod); err != nil {
 			errs = append(errs, fmt.Errorf("%w: deleting pod %s/%s (uid %s): %w", ErrStatusSink, pod.Namespace, pod.Name, t.uid, err))
+			again = append(again, t.uid)
 			continue
 		}
 		m.mu.Lock()
@@ -675,7 +743,24 @@ func (m *StatusManager) SyncOnce(ctx context.Context) error {
 		m.mu.Unlock()
 		delete(m.sent, t.uid)
 	}
+	if len(again) > 0 {
+		m.mu.Lock()
+		for _, uid := range again {
+			m.pending[uid] = struct{}{}
+		}
+		m.mu.Unlock()
+	}
 	return errors.Join(errs...)
+}
+
+// statusPodCopy is a deep copy of pod with status as its status, without
+// copying the pod's old status.
+func statusPodCopy(pod *v1.Pod, status *v1.PodStatus) *v1.Pod {
+	shallow := *pod
+	shallow.Status = v1.PodStatus{}
+	out := shallow.DeepCopy()
+	out.Status = *status.DeepCopy()
+	return out
 }
 
 // signal wakes Run (coalesced).
@@ -705,21 +790,22 @@ func (m *StatusManager) Run(ctx context.Context) error {
 
 	timer := m.clock.NewTimer(m.period)
 	defer timer.Stop()
-	m.syncAndLog(ctx)
+	m.syncAndLog(ctx, true)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-m.notify:
+			m.syncAndLog(ctx, false)
 		case <-timer.C():
 			timer.Reset(m.period)
+			m.syncAndLog(ctx, true)
 		}
-		m.syncAndLog(ctx)
 	}
 }
 
-func (m *StatusManager) syncAndLog(ctx context.Context) {
-	if err := m.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+func (m *StatusManager) syncAndLog(ctx context.Context, all bool) {
+	if err := m.syncBatch(ctx, all); err != nil && ctx.Err() == nil {
 		m.log.Warn("pod status sync incomplete", zap.Error(err))
 	}
 }
