@@ -121,7 +121,7 @@ func TestAgentMetrics(t *testing.T) {
 		{"kubelet_pleg_relist_duration_seconds", nil, atLeast(2), ">= 2 relists"},
 		{"kubelet_pleg_relist_interval_seconds", nil, atLeast(1), ">= 1 interval"},
 		// Pod workers: each pod created once.
-		{"nodekit_pod_worker_duration_seconds", []string{"operation", "create"}, equal(2), "2 creates"},
+		{"kubelet_pod_worker_duration_seconds", []string{"operation_type", "create"}, equal(2), "2 creates"},
 		// Running pods and containers.
 		{"kubelet_running_pods", nil, equal(2), "2"},
 		{"kubelet_running_containers", []string{"container_state", "running"}, equal(2), "2"},

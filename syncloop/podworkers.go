@@ -217,7 +217,7 @@ type PodWorkersConfig struct {
 	Clock  clock.Clock
 	Logger *zap.Logger
 	// Registerer, if not nil, gets the histogram
-	// nodekit_pod_worker_duration_seconds{operation}.
+	// kubelet_pod_worker_duration_seconds{operation_type}.
 	Registerer prometheus.Registerer
 }
 
@@ -316,10 +316,10 @@ func NewPodWorkers(cfg PodWorkersConfig) (*PodWorkers, error) {
 	}
 	if cfg.Registerer != nil {
 		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "nodekit_pod_worker_duration_seconds",
+			Name:    "kubelet_pod_worker_duration_seconds",
 			Help:    "Duration in seconds of one pod worker operation (create, update, sync, kill, terminating, terminated).",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"operation"})
+		}, []string{"operation_type"})
 		if err := cfg.Registerer.Register(h); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

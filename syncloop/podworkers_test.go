@@ -606,7 +606,7 @@ func TestMetrics(t *testing.T) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.update(SyncPodKill, newPod("1", "web"))
 	})
-	n, err := testutil.GatherAndCount(reg, "nodekit_pod_worker_duration_seconds")
+	n, err := testutil.GatherAndCount(reg, "kubelet_pod_worker_duration_seconds")
 	if err != nil {
 		t.Fatal(err)
 	}
