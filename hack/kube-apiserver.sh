@@ -57,6 +57,11 @@ cmd_build() {
 	log "built $BIN in $((SECONDS - start))s"
 }
 
+# built: exit 0 when the cached binary is there and current (no build needed).
+cmd_built() {
+	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ]
+}
+
 cmd_tidy() {
 	(
 		cd "$MODDIR"
@@ -253,13 +258,14 @@ cmd_env() {
 
 case "${1:-}" in
 build) cmd_build ;;
+built) cmd_built ;;
 install) cmd_install ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 env) cmd_env ;;
 tidy) cmd_tidy ;;
 *)
-	echo "usage: $0 build|install|start|stop|env|tidy" >&2
+	echo "usage: $0 build|built|install|start|stop|env|tidy" >&2
 	exit 2
 	;;
 esac
