@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/pleg"
@@ -38,7 +39,9 @@ type Agent struct {
 	mgr       *runtime.Manager
 	podConfig *podconfig.PodConfig
 	sources   []sourceRun
-	pleg      *pleg.GenericPLEG
+	pleg      podLifecycle
+	generic   *pleg.GenericPLEG
+	evented   *pleg.EventedPLEG
 	loop      *syncloop.Loop
 	parts     []extraPart
 	prober    *prober.Manager
@@ -69,8 +72,28 @@ func (a *Agent) FakeRuntime() *fake.Runtime { return a.fake }
 // PodConfig returns the merge of the pod sources.
 func (a *Agent) PodConfig() *podconfig.PodConfig { return a.podConfig }
 
-// PLEG returns the pod lifecycle event generator.
-func (a *Agent) PLEG() *pleg.GenericPLEG { return a.pleg }
+// podLifecycle is what the Agent uses of its PLEG: a *pleg.GenericPLEG, or
+// a *pleg.EventedPLEG (WithEventedPLEG).
+type podLifecycle interface {
+	Run(ctx context.Context) error
+	Watch() <-chan *pleg.PodLifecycleEvent
+	Cache() *pleg.Cache
+	Healthy() (bool, error)
+	RequestRelist(uid types.UID)
+}
+
+var (
+	_ podLifecycle = (*pleg.GenericPLEG)(nil)
+	_ podLifecycle = (*pleg.EventedPLEG)(nil)
+)
+
+// PLEG returns the relisting pod lifecycle event generator. With an
+// EventedPLEG (see EventedPLEG) it is the one the EventedPLEG runs.
+func (a *Agent) PLEG() *pleg.GenericPLEG { return a.generic }
+
+// EventedPLEG returns the event-driven PLEG made by WithEventedPLEG when
+// the runtime offers container events, else nil.
+func (a *Agent) EventedPLEG() *pleg.EventedPLEG { return a.evented }
 
 // Loop returns the sync loop.
 func (a *Agent) Loop() *syncloop.Loop { return a.loop }

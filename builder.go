@@ -88,6 +88,8 @@ type Builder struct {
 	// afterBuild finish parts that need the built Agent (the prober needs
 	// the status manager); run only when everything else built.
 	afterBuild []func(*Agent) error
+
+	eventedPLEG bool
 }
 
 // NewBuilder returns a Builder with no settings.
@@ -174,6 +176,14 @@ func (b *Builder) WithClock(c clock.WithTicker) *Builder { b.clock = c; return b
 // WithLogger sets the logger; each part logs under its own name
 // (default no logging).
 func (b *Builder) WithLogger(l *zap.Logger) *Builder { b.logger = l; return b }
+
+// WithEventedPLEG makes the agent follow the runtime's container events
+// (CRI GetContainerEvents) with a pleg.EventedPLEG, relisting only rarely
+// as a safety net, when the runtime offers the event stream; otherwise the
+// agent relists as usual (pleg.GenericPLEG). A runtime that has the method
+// but answers Unimplemented (containerd 1.6) makes the EventedPLEG fall back
+// to relisting at run time, so the option is harmless there.
+func (b *Builder) WithEventedPLEG() *Builder { b.eventedPLEG = true; return b }
 
 // WithRegisterer registers every part's metrics with r (default none),
 // among them the kubelet's CRI operation metrics: the parts then call the
@@ -334,9 +344,22 @@ func (b *Builder) Build() (*Agent, error) {
 
 	// The PLEG. A part that failed above is replaced by a typed nil so the
 	// next parts still validate the rest of their configuration.
-	g, err := pleg.New(pleg.Config{Runtime: orNil(mgr), Clock: clk, Logger: log, Registerer: b.registerer})
-	if err != nil {
-		errs = append(errs, partErr("pleg", err))
+	var g podLifecycle
+	pcfg := pleg.Config{Runtime: orNil(mgr), Clock: clk, Logger: log, Registerer: b.registerer}
+	if src, ok := driven.(pleg.EventSource); ok && b.eventedPLEG {
+		ev, err := pleg.NewEvented(pleg.EventedConfig{Config: pcfg, Events: src})
+		if err != nil {
+			errs = append(errs, partErr("pleg", err))
+		} else {
+			a.generic, a.evented, g = ev.Generic(), ev, ev
+		}
+	} else {
+		gen, err := pleg.New(pcfg)
+		if err != nil {
+			errs = append(errs, partErr("pleg", err))
+		} else {
+			a.generic, g = gen, gen
+		}
 	}
 	a.pleg = g
 

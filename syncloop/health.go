@@ -58,9 +58,13 @@ func (l *Loop) UpdateRuntimeHealth(ctx context.Context) error {
 	l.health.runtimeReady, l.health.networkReady = rtReady, netReady
 	l.health.runtimeErr, l.health.networkErr = rtErr, netErr
 	l.health.mu.Unlock()
-	if wasReady && !rtReady {
+	switch {
+	case wasReady && !rtReady && err != nil && ctx.Err() != nil:
+		// The call was cut short by shutdown: not news.
+		l.log.Debug("container runtime status check interrupted by shutdown", zap.Error(rtErr))
+	case wasReady && !rtReady:
 		l.log.Warn("container runtime is down", zap.Error(rtErr))
-	} else if !wasReady && rtReady {
+	case !wasReady && rtReady:
 		l.log.Info("container runtime is up")
 	}
 	return rtErr

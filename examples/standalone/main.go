@@ -64,6 +64,7 @@ type options struct {
 	duration   time.Duration
 	verbose    bool
 	statusFile string
+	evented    bool
 }
 
 func main() {
@@ -75,6 +76,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level); otherwise only warnings")
 	flag.StringVar(&o.statusFile, "status-file", "", "write the pods' statuses as JSON to this file whenever they change")
+	flag.BoolVar(&o.evented, "evented-pleg", true, "follow the runtime's container events (CRI GetContainerEvents); falls back to relisting when the runtime lacks them (containerd 1.6)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
@@ -133,6 +135,9 @@ func run(ctx context.Context, o options) error {
 		WithManifestDir(o.manifests).
 		WithRootDir(root).
 		WithLogger(log)
+	if o.evented {
+		b.WithEventedPLEG()
+	}
 	runtimeName := o.endpoint
 	if o.endpoint == "" {
 		b.WithFakeRuntime("localhost/nodekit/busybox:1")
