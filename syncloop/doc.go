@@ -104,5 +104,5 @@
 // nodekit_syncloop_admission_rejections_total{reason},
 // nodekit_syncloop_pleg_events_total{type},
 // nodekit_syncloop_housekeeping_duration_seconds and the pod workers'
-// nodekit_pod_worker_duration_seconds{operation}.
+// kubelet_pod_worker_duration_seconds{operation_type}.
 package syncloop
