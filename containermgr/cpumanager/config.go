@@ -24,12 +24,14 @@ const (
 // kubelet's --cpu-manager-reconcile-period).
 const DefaultReconcilePeriod = 10 * time.Second
 
-// Runtime is what the reconcile step needs from CRI: the running
-// containers (with the io.kubernetes.pod.uid and
-// io.kubernetes.container.name labels) and a resources update.
-// runtime/remote.Client satisfies it.
+// Runtime is what the manager needs from CRI: the running containers
+// (with the io.kubernetes.pod.uid and io.kubernetes.container.name
+// labels), a container's status (its current cpuset, for rebuilding a
+// lost state at Start) and a resources update. runtime/remote.Client and
+// runtime/fake.Runtime satisfy it.
 type Runtime interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
 	UpdateContainerResources(ctx context.Context, containerID string, resources *runtimeapi.ContainerResources) error
 }
 
@@ -51,6 +53,13 @@ type Config struct {
 	// Runtime is used by Reconcile and Run; nil makes Reconcile only purge
 	// stale state.
 	Runtime Runtime
+	// CurrentCPUSet, when set, reports the cpuset (Linux list format) a
+	// running container is confined to now, for rebuilding lost
+	// assignments at Start (for example read from the container's cpuset
+	// cgroup). When nil the cpuset CRI ContainerStatus reports in
+	// Status.Resources.Linux.CpusetCpus is used; a runtime that does not
+	// report it leaves nothing to rebuild from.
+	CurrentCPUSet func(ctx context.Context, containerID string) (string, error)
 	// SourcesReady says whether every pod source has delivered its pods;
 	// assignments of pods that are no longer active are purged only then.
 	// Nil means always ready.

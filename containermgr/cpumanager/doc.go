@@ -20,9 +20,20 @@
 // internal/checkpoint's atomic, checksummed file). Every change is written
 // before the call that makes it returns success, so a crash leaves the
 // old or the new state, never half of one. Start sets a corrupt, foreign
-// or inconsistent file aside as cpu_manager_state.corrupt and starts with
-// an empty state (logged as an error) instead of refusing to start — the
-// kubelet refuses here.
+// or inconsistent file aside as cpu_manager_state.corrupt (logged as an
+// error) instead of refusing to start — the kubelet refuses here — and
+// then, as when the file is missing, rebuilds the state from the running
+// containers (Config.Runtime, activePods given to Start): a running
+// container of an active Guaranteed pod with a request of N whole CPUs
+// whose current cpuset has exactly N CPUs of the machine, none reserved and
+// none shared with another such container, keeps those CPUs; the rest is
+// the shared pool, and every container left out is logged and moved to the
+// pool by the next Reconcile. The current cpuset is Config.CurrentCPUSet
+// when set (e.g. read from the container's cpuset cgroup), else CRI
+// ContainerStatus Status.Resources.Linux.CpusetCpus (runtime/fake reports
+// it; whether containerd 1.6 fills that field is not verified here). The
+// rebuilt state is written before Start returns. Pods that activePods does
+// not yet list at Start (sources not delivered) are not rebuilt.
 //
 // Wiring into an agent: allocation happens at admission, before any
 // container is created (Admit); the runtime takes each container's cpuset
@@ -51,6 +62,5 @@
 // Not done (kubelet features): topology manager hints and NUMA alignment
 // with other resources, the policy options (full-pcpus-only, distribute
 // across NUMA, uncore cache alignment, strict reservation), pod-level
-// resources, and rebuilding lost exclusive assignments from the running
-// containers' cpusets after a corrupt checkpoint.
+// resources.
 package cpumanager

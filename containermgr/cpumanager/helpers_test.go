@@ -215,6 +215,17 @@ func (f *fakeCRI) ListContainers(_ context.Context, filter *runtimeapi.Container
 	return out, nil
 }
 
+// ContainerStatus reports the cpuset last sent to the container, if any.
+func (f *fakeCRI) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := &runtimeapi.ContainerStatus{Id: id}
+	if cpus, ok := f.updates[id]; ok {
+		st.Resources = &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: cpus}}
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: st}, nil
+}
+
 func (f *fakeCRI) UpdateContainerResources(_ context.Context, id string, r *runtimeapi.ContainerResources) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -90,15 +90,22 @@ func (m *Manager) Policy() string { return m.cfg.Policy }
 // ReservedCPUs returns the reserved set (empty for the none policy).
 func (m *Manager) ReservedCPUs() cpuset.CPUSet { return m.reserved.Clone() }
 
-// Start loads the checkpoint from StateDir. A missing file starts fresh. A
-// file that is corrupt, written by another policy or inconsistent with
-// this machine and reservation is set aside as cpu_manager_state.corrupt
-// and the state starts fresh (every container back in the shared pool on
-// the next Reconcile), logged as an error: a bad file never stops the
-// agent. activePods lists the pods that may hold CPUs (for Reconcile's
-// stale-state purge and cpuset updates); nil means every container found.
-// Start returns an error only when the directory cannot be read or the
-// fresh state cannot be written.
+// Start loads the checkpoint from StateDir. A file that is corrupt,
+// written by another policy or inconsistent with this machine and
+// reservation is set aside as cpu_manager_state.corrupt, logged as an
+// error: a bad file never stops the agent. Under the static policy, when
+// the file was set aside or is missing (or was never initialised), the
+// state is rebuilt from the running containers: a running container of a
+// Guaranteed pod among activePods() whose cpu request is N whole CPUs and
+// whose current cpuset (Config.CurrentCPUSet, else CRI ContainerStatus
+// Status.Resources.Linux.CpusetCpus) is N CPUs of the machine, none
+// reserved and none shared with another such container, keeps them; every
+// other container returns to the shared pool on the next Reconcile (each
+// one left out is logged). The rebuilt state is written before Start
+// returns. activePods lists the pods that may hold CPUs (also for
+// Reconcile's stale-state purge and cpuset updates); nil means every
+// container found and rebuilds nothing. Start returns an error only when
+// the directory cannot be read or the new state cannot be written.
 func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -106,10 +113,6 @@ func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.activePods = activePods
-	fresh := newState(cpuset.New())
-	if m.cfg.Policy == PolicyStatic {
-		fresh.defaultSet = m.cfg.Topology.All()
-	}
 	loaded, err := m.load()
 	switch {
 	case err == nil && loaded.defaultSet.IsEmpty() && m.cfg.Policy == PolicyStatic:
@@ -124,7 +127,7 @@ func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error 
 	case errors.Is(err, fs.ErrNotExist):
 	case errors.Is(err, ErrCorruptState) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrTooLarge):
 		moved, aerr := checkpoint.SetAsideFS(m.fs, m.cfg.StateDir, StateFileName)
-		m.cfg.Logger.Error("cpu manager checkpoint is unusable: set aside, starting with an empty state; exclusive cpus of running containers are lost and they return to the shared pool",
+		m.cfg.Logger.Error("cpu manager checkpoint is unusable: set aside, rebuilding the state from the running containers",
 			zap.Error(err), zap.String("setAside", moved), zap.NamedError("setAsideError", aerr))
 		if aerr != nil && moved == "" {
 			return fmt.Errorf("cpumanager: set aside the corrupt checkpoint: %w", aerr)
@@ -132,12 +135,25 @@ func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error 
 	default:
 		return fmt.Errorf("cpumanager: read checkpoint: %w", err)
 	}
+	fresh := newState(cpuset.New())
+	if m.cfg.Policy == PolicyStatic {
+		fresh = m.rebuild(ctx, activePods)
+		if err := validateStatic(fresh, m.cfg.Topology.All(), m.reserved); err != nil {
+			// Cannot happen (rebuild keeps the invariants); be safe.
+			m.cfg.Logger.Error("rebuilt cpu manager state is inconsistent, starting empty", zap.Error(err))
+			fresh = newState(m.cfg.Topology.All())
+		}
+	}
 	if err := m.persist(fresh); err != nil {
 		return err
 	}
 	m.st = fresh
 	m.started = true
 	m.updateGauge()
+	if len(fresh.entries) > 0 {
+		m.cfg.Logger.Info("cpu manager state rebuilt from running containers",
+			zap.Stringer("defaultCPUSet", fresh.defaultSet), zap.Int("pods", len(fresh.entries)))
+	}
 	return nil
 }
 
