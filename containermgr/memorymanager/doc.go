@@ -13,12 +13,19 @@
 // any fits, else two, ...), where a node already used by allocations over a
 // different group cannot join; no fit is an admission error wrapping
 // ErrNoFit. State is the checkpoint memory_manager_state in StateDir, written
-// atomically before a change is reported; a corrupt, foreign or impossible
-// file is set aside as *.corrupt and the state starts empty.
+// atomically before a change is reported. A corrupt, foreign or impossible
+// file is set aside as *.corrupt (never a refusal to start); then, as when
+// the file is missing, StartWithActivePods rebuilds the state from the
+// active pods: their Guaranteed pods are accounted again, oldest first, as
+// admission would place them (single-NUMA machines: all on node 0); a pod
+// that no longer fits is left out and logged. Since the NUMA nodes do not
+// reach the runtime, the accounting is the only record of placement, so
+// this loses nothing real. Start(ctx) is StartWithActivePods(ctx, nil),
+// which rebuilds nothing.
 //
 //	mgr, err := memorymanager.New(memorymanager.Config{Policy: memorymanager.PolicyStatic,
 //		Machine: nodes, ReservedMemory: reserved, NodeAllocatableReservation: reservation, StateDir: dir})
-//	err = mgr.Start(ctx)
+//	err = mgr.StartWithActivePods(ctx, activePods)
 //	ok, reason, msg := mgr.Admit(pod, active) // adapter to syncloop.AdmitHandler: see package cpumanager
 //	err = mgr.RemovePod(uid)                  // when the pod has terminated
 //

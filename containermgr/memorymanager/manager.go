@@ -230,8 +230,23 @@ func (m *Manager) used(entries map[string]map[string][]Block) (map[int]map[v1.Re
 }
 
 // Start loads the checkpoint; a corrupt, foreign or impossible one is set
-// aside as memory_manager_state.corrupt and the state starts empty.
+// aside as memory_manager_state.corrupt and the state starts empty. It is
+// StartWithActivePods without pods to rebuild from.
 func (m *Manager) Start(ctx context.Context) error {
+	return m.StartWithActivePods(ctx, nil)
+}
+
+// StartWithActivePods loads the checkpoint. A corrupt, foreign or
+// impossible one is set aside as memory_manager_state.corrupt (logged as
+// an error, never a refusal to start); then, as when the file is missing,
+// the Static policy rebuilds the state from activePods(): the Guaranteed
+// pods are accounted again, oldest first (creation time, then UID), as
+// admission would (on a single-NUMA machine all on node 0); a pod that no
+// longer fits is left out and logged. The NUMA nodes do not reach the
+// runtime (no cpuset.mems), so the accounting is the only record and
+// re-accounting loses nothing real. The state is written before Start
+// returns. Nil activePods rebuilds nothing.
+func (m *Manager) StartWithActivePods(ctx context.Context, activePods func() []*v1.Pod) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -260,7 +275,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	case errors.Is(err, fs.ErrNotExist):
 	case errors.Is(err, ErrCorruptState) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrTooLarge):
 		moved, aerr := checkpoint.SetAsideFS(m.fs, m.cfg.StateDir, StateFileName)
-		m.cfg.Logger.Error("memory manager checkpoint is unusable: set aside, starting with an empty state",
+		m.cfg.Logger.Error("memory manager checkpoint is unusable: set aside, rebuilding the state from the active pods",
 			zap.Error(err), zap.String("setAside", moved), zap.NamedError("setAsideError", aerr))
 		if aerr != nil && moved == "" {
 			return fmt.Errorf("memorymanager: set aside the corrupt checkpoint: %w", aerr)
@@ -269,11 +284,56 @@ func (m *Manager) Start(ctx context.Context) error {
 		return fmt.Errorf("memorymanager: read checkpoint: %w", err)
 	}
 	fresh := map[string]map[string][]Block{}
+	if m.cfg.Policy == PolicyStatic && activePods != nil {
+		fresh = m.rebuild(activePods())
+	}
 	if err := m.persist(fresh); err != nil {
 		return err
 	}
 	m.entries, m.started = fresh, true
 	return nil
+}
+
+// rebuild accounts the Guaranteed pods among pods again, oldest first,
+// each all or nothing.
+func (m *Manager) rebuild(pods []*v1.Pod) map[string]map[string][]Block {
+	pods = slices.DeleteFunc(slices.Clone(pods), func(p *v1.Pod) bool { return p == nil })
+	sort.SliceStable(pods, func(i, j int) bool {
+		ti, tj := pods[i].CreationTimestamp, pods[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return pods[i].UID < pods[j].UID
+	})
+	entries := map[string]map[string][]Block{}
+	for _, pod := range pods {
+		if _, done := entries[string(pod.UID)]; done {
+			continue
+		}
+		next := cloneEntries(entries)
+		var err error
+		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				if _, err = m.allocateInto(next, pod, &cs[i]); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err != nil {
+			m.cfg.Logger.Warn("rebuild: pod's memory not accounted again", zap.String("pod", pod.Namespace+"/"+pod.Name),
+				zap.String("podUID", string(pod.UID)), zap.Error(err))
+			continue
+		}
+		if len(next[string(pod.UID)]) > 0 {
+			m.cfg.Logger.Info("rebuild: pod's memory accounted again", zap.String("pod", pod.Namespace+"/"+pod.Name),
+				zap.String("podUID", string(pod.UID)))
+		}
+		entries = next
+	}
+	return entries
 }
 
 func (m *Manager) persist(entries map[string]map[string][]Block) error {
