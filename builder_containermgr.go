@@ -78,7 +78,7 @@ func (b *Builder) WithMemoryManager(m *memorymanager.Manager) *Builder {
 	b.WithPodTerminated(func(_ context.Context, pod *v1.Pod) error { return m.RemovePod(string(pod.UID)) })
 	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
 		a.starters = append(a.starters, func(ctx context.Context) error {
-			if err := m.Start(ctx); err != nil {
+			if err := m.StartWithActivePods(ctx, a.ActivePods); err != nil {
 				return fmt.Errorf("nodekit: starting the memory manager: %w", err)
 			}
 			return nil

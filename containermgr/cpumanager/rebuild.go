@@ -42,6 +42,12 @@ func (m *Manager) rebuild(ctx context.Context, activePods func() []*v1.Pod) stat
 			active[string(p.UID)] = p
 		}
 	}
+	// An agent starts its managers before its pod sources have delivered:
+	// with no pods known yet, the runtime alone decides (every pinned
+	// container keeps a usable, unshared cpuset); admission then finds the
+	// assignment (a repeat allocation is a no-op) and Reconcile purges the
+	// entries of pods that did not come back once the sources are ready.
+	runtimeOnly := len(active) == 0
 	ctrs, err := m.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 	})
@@ -55,31 +61,37 @@ func (m *Manager) rebuild(ctx context.Context, activePods func() []*v1.Pod) stat
 		if uid == "" || name == "" || id == "" {
 			continue
 		}
-		pod := active[uid]
-		if pod == nil {
-			log.Info("rebuild: container of a pod that is not active left in the shared pool",
-				zap.String("podUID", uid), zap.String("container", name), zap.String("containerID", id))
-			continue
-		}
-		spec, _ := findContainer(pod, name)
-		if spec == nil {
-			log.Info("rebuild: container not in its pod's spec left in the shared pool",
-				zap.String("pod", podName(pod)), zap.String("container", name), zap.String("containerID", id))
-			continue
-		}
-		n := exclusiveCPUs(pod, spec)
-		if n == 0 {
-			continue // not entitled: the shared pool, nothing to restore
+		n, who := -1, uid // -1: the pod's request is not known (runtime only)
+		if !runtimeOnly {
+			pod := active[uid]
+			if pod == nil {
+				log.Info("rebuild: container of a pod that is not active left in the shared pool",
+					zap.String("podUID", uid), zap.String("container", name), zap.String("containerID", id))
+				continue
+			}
+			spec, _ := findContainer(pod, name)
+			if spec == nil {
+				log.Info("rebuild: container not in its pod's spec left in the shared pool",
+					zap.String("pod", podName(pod)), zap.String("container", name), zap.String("containerID", id))
+				continue
+			}
+			if n = exclusiveCPUs(pod, spec); n == 0 {
+				continue // not entitled: the shared pool, nothing to restore
+			}
+			who = podName(pod)
 		}
 		cpus, err := m.currentCPUSet(ctx, id)
 		if err != nil {
 			log.Warn("rebuild: current cpuset unknown, container left in the shared pool",
-				zap.String("pod", podName(pod)), zap.String("container", name), zap.String("containerID", id), zap.Error(err))
+				zap.String("pod", who), zap.String("container", name), zap.String("containerID", id), zap.Error(err))
 			continue
+		}
+		if runtimeOnly && cpus.Equals(all.Difference(m.reserved)) {
+			continue // the whole shared pool: a container that was not pinned
 		}
 		if reason := m.unusable(cpus, n); reason != "" {
 			log.Warn("rebuild: container's cpuset not restored, it goes to the shared pool",
-				zap.String("pod", podName(pod)), zap.String("container", name), zap.String("containerID", id),
+				zap.String("pod", who), zap.String("container", name), zap.String("containerID", id),
 				zap.Stringer("cpuset", cpus), zap.String("reason", reason))
 			continue
 		}
@@ -148,7 +160,7 @@ func (m *Manager) currentCPUSet(ctx context.Context, id string) (cpuset.CPUSet, 
 }
 
 // unusable says why a container's current cpuset can't be its exclusive
-// assignment of n CPUs ("" when it can).
+// assignment of n CPUs ("" when it can); n < 0 skips the size check.
 func (m *Manager) unusable(cpus cpuset.CPUSet, n int) string {
 	switch {
 	case cpus.IsEmpty():
@@ -157,7 +169,7 @@ func (m *Manager) unusable(cpus cpuset.CPUSet, n int) string {
 		return "cpus outside the machine"
 	case !cpus.Intersection(m.reserved).IsEmpty():
 		return fmt.Sprintf("includes reserved cpus %s", m.reserved)
-	case cpus.Size() != n:
+	case n >= 0 && cpus.Size() != n:
 		return fmt.Sprintf("%d cpus for a request of %d", cpus.Size(), n)
 	}
 	return ""

@@ -215,3 +215,30 @@ func TestRebuildOnMissingCheckpointAndListError(t *testing.T) {
 }
 
 var _ Runtime = (*fake.Runtime)(nil)
+
+// At agent start the managers start before any pod source has delivered:
+// the rebuild then trusts the runtime alone, and admission of the returning
+// pods keeps the restored CPUs.
+func TestRebuildBeforePodsAreKnown(t *testing.T) {
+	a, b := pod("a", true, "1"), pod("b", true, "2")
+	shared := pod("s", false, "1")
+	rt := fakeWith(t, pinnedCtr{a, "c0", "1"}, pinnedCtr{b, "c0", "2-3"}, pinnedCtr{shared, "c0", "1-3"})
+	m, _ := startRebuilt(t, rt, nil) // no active pods yet
+	wantCPUs(t, m, "a", "c0", "1", true)
+	wantCPUs(t, m, "b", "c0", "2-3", true)
+	if got := m.DefaultCPUSet().String(); got != "0" {
+		t.Errorf("default = %s, want 0", got)
+	}
+	if len(m.st.entries) != 2 {
+		t.Errorf("the shared-pool container was restored: %v", m.st.text)
+	}
+	// The pods come back through admission: their CPUs stay.
+	if err := m.AllocatePod(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AllocatePod(b); err != nil {
+		t.Fatal(err)
+	}
+	wantCPUs(t, m, "a", "c0", "1", true)
+	wantCPUs(t, m, "b", "c0", "2-3", true)
+}
