@@ -3,10 +3,12 @@ package eviction
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -478,5 +480,31 @@ func TestStatsError(t *testing.T) {
 	h := newHarness(t, ts, nil, Config{})
 	if _, err := h.m.SyncOnce(t.Context()); !errors.Is(err, ErrStats) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestRun: Run cycles every Interval on the clock, refuses a second Run and
+// returns once ctx is done.
+func TestRun(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ts := mustParse(t, map[string]string{"memory.available": "1Gi"}, nil, nil, nil)
+	h := newHarness(t, ts, nil, Config{Interval: 10 * time.Second})
+	calls := make(chan struct{}, 10)
+	h.m.cfg.Stats = statsFunc(func() *Summary { calls <- struct{}{}; return memSummary(3000, nil) })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.m.Run(ctx) }()
+	<-calls
+	for !h.clock.HasWaiters() {
+		runtime.Gosched()
+	}
+	if err := h.m.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second Run: %v", err)
+	}
+	h.clock.Step(10 * time.Second)
+	<-calls
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
 	}
 }
