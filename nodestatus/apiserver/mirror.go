@@ -1,0 +1,238 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/podconfig"
+)
+
+// MirrorClientConfig configures a MirrorClient.
+type MirrorClientConfig struct {
+	// Client talks to the API server with the node's credential (required).
+	Client kubernetes.Interface
+	// NodeName is the node's name (required): mirror pods are bound to it
+	// and owned by its Node object.
+	NodeName string
+	// StaticPods returns the pods the agent runs; Run keeps a mirror pod
+	// for each static one among them (required by Run only).
+	StaticPods func() []*v1.Pod
+	// Period between two syncs of Run; default 10s.
+	Period time.Duration
+	Clock  clock.WithTicker
+	Logger *zap.Logger
+}
+
+// MirrorClient keeps a mirror pod in the API server for every static pod
+// the agent runs, as the kubelet does: the mirror has the static pod's
+// metadata and spec, the annotation kubernetes.io/config.mirror set to the
+// static pod's config hash, and the Node as its only owner. A mirror whose
+// hash differs from its static pod's is deleted and created again; a
+// mirror without a static pod is deleted.
+type MirrorClient struct {
+	cfg MirrorClientConfig
+	log *zap.Logger
+
+	mu      sync.Mutex
+	nodeUID types.UID
+	running bool
+}
+
+// NewMirrorClient validates cfg and fills defaults. It does no I/O.
+func NewMirrorClient(cfg MirrorClientConfig) (*MirrorClient, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+	}
+	if cfg.NodeName == "" {
+		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+	}
+	if cfg.Period < 0 {
+		return nil, fmt.Errorf("%w: Period must not be negative", ErrInvalidConfig)
+	}
+	if cfg.Period == 0 {
+		cfg.Period = 10 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &MirrorClient{cfg: cfg, log: cfg.Logger.Named("nodestatus.apiserver.mirror").With(zap.String("node", cfg.NodeName))}, nil
+}
+
+func fullName(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// node returns the Node's UID (read once).
+func (m *MirrorClient) node(ctx context.Context) (types.UID, error) {
+	m.mu.Lock()
+	uid := m.nodeUID
+	m.mu.Unlock()
+	if uid != "" {
+		return uid, nil
+	}
+	n, err := m.cfg.Client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading node %s: %w", m.cfg.NodeName, err)
+	}
+	m.mu.Lock()
+	m.nodeUID = n.UID
+	m.mu.Unlock()
+	return n.UID, nil
+}
+
+// MirrorPod builds the mirror pod of a static pod owned by the node
+// (name, uid).
+func MirrorPod(static *v1.Pod, nodeName string, nodeUID types.UID) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        static.Name,
+			Namespace:   static.Namespace,
+			Labels:      make(map[string]string, len(static.Labels)),
+			Annotations: make(map[string]string, len(static.Annotations)+1),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: nodeName, UID: nodeUID,
+			}},
+		},
+		Spec: *static.Spec.DeepCopy(),
+	}
+	for k, v := range static.Labels {
+		p.Labels[k] = v
+	}
+	for k, v := range static.Annotations {
+		p.Annotations[k] = v
+	}
+	p.Annotations[podconfig.ConfigMirrorAnnotation] = static.Annotations[podconfig.ConfigHashAnnotation]
+	p.Spec.NodeName = nodeName
+	return p
+}
+
+// SyncMirrorPods makes the mirror pods in the API server match the static
+// pods among pods: it creates the missing ones, recreates those of another
+// hash and deletes those without a static pod. It goes on after an error
+// and returns them all joined.
+func (m *MirrorClient) SyncMirrorPods(ctx context.Context, pods []*v1.Pod) error {
+	list, err := m.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.cfg.NodeName).String(),
+	})
+	if err != nil {
+		return fmt.Errorf("listing pods of node %s: %w", m.cfg.NodeName, err)
+	}
+	mirrors := make(map[string]*v1.Pod)
+	for i := range list.Items {
+		if p := &list.Items[i]; isMirrorPod(p) {
+			mirrors[fullName(p)] = p
+		}
+	}
+	statics := make(map[string]*v1.Pod)
+	for _, p := range pods {
+		if p != nil && isStaticPod(p) && !isMirrorPod(p) {
+			statics[fullName(p)] = p
+		}
+	}
+	var errs []error
+	names := make([]string, 0, len(statics))
+	for n := range statics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		static := statics[n]
+		mirror, ok := mirrors[n]
+		if ok && isMirrorOf(mirror, static) {
+			continue
+		}
+		if ok {
+			if mirror.DeletionTimestamp != nil {
+				continue // being deleted: created again on a later sync
+			}
+			if err := m.deleteMirror(ctx, mirror); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if err := m.create(ctx, static); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for n, mirror := range mirrors {
+		if _, ok := statics[n]; ok || mirror.DeletionTimestamp != nil {
+			continue
+		}
+		if err := m.deleteMirror(ctx, mirror); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *MirrorClient) create(ctx context.Context, static *v1.Pod) error {
+	nodeUID, err := m.node(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = m.cfg.Client.CoreV1().Pods(static.Namespace).Create(ctx, MirrorPod(static, m.cfg.NodeName, nodeUID), metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating mirror pod %s: %w", fullName(static), err)
+	}
+	m.log.Debug("mirror pod created", zap.String("pod", fullName(static)))
+	return nil
+}
+
+func (m *MirrorClient) deleteMirror(ctx context.Context, mirror *v1.Pod) error {
+	uid := mirror.UID
+	err := m.cfg.Client.CoreV1().Pods(mirror.Namespace).Delete(ctx, mirror.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting mirror pod %s: %w", fullName(mirror), err)
+	}
+	m.log.Debug("mirror pod deleted", zap.String("pod", fullName(mirror)))
+	return nil
+}
+
+// Run syncs the mirror pods of cfg.StaticPods() at once and then every
+// Period until ctx is done; errors are logged and the next sync tries
+// again. It returns nil when ctx ends.
+func (m *MirrorClient) Run(ctx context.Context) error {
+	if m.cfg.StaticPods == nil {
+		return fmt.Errorf("%w: StaticPods is required by Run", ErrInvalidConfig)
+	}
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return ErrAlreadyRunning
+	}
+	m.running = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.running = false
+		m.mu.Unlock()
+	}()
+	t := m.cfg.Clock.NewTicker(m.cfg.Period)
+	defer t.Stop()
+	for {
+		if err := m.SyncMirrorPods(ctx, m.cfg.StaticPods()); err != nil && ctx.Err() == nil {
+			m.log.Info("mirror pod sync failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}

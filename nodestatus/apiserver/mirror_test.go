@@ -1,0 +1,142 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/podconfig"
+)
+
+func newMirrorClient(t *testing.T, cfg MirrorClientConfig, objs ...*v1.Pod) (*MirrorClient, *fake.Clientset) {
+	t.Helper()
+	c := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: "node-uid"}})
+	for _, o := range objs {
+		if err := c.Tracker().Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Client, cfg.NodeName = c, nodeName
+	m, err := NewMirrorClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, c
+}
+
+func TestNewMirrorClientConfig(t *testing.T) {
+	c := fake.NewClientset()
+	for _, cfg := range []MirrorClientConfig{{NodeName: "n"}, {Client: c}, {Client: c, NodeName: "n", Period: -1}} {
+		if _, err := NewMirrorClient(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("%+v: err = %v", cfg, err)
+		}
+	}
+}
+
+func TestMirrorClientCreatesMirror(t *testing.T) {
+	m, c := newMirrorClient(t, MirrorClientConfig{})
+	static := staticPod("etcd", "h1")
+	static.Spec.NodeName = ""
+	static.Labels = map[string]string{"app": "etcd"}
+	if err := m.SyncMirrorPods(t.Context(), []*v1.Pod{static, apiPod("web", "u1")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "create")); n != 1 {
+		t.Fatalf("creates = %d, want 1 (the API pod needs no mirror)", n)
+	}
+	got := getPod(t, c, "etcd")
+	if got.Annotations[podconfig.ConfigMirrorAnnotation] != "h1" || got.Labels["app"] != "etcd" {
+		t.Fatalf("mirror meta = %+v", got.ObjectMeta)
+	}
+	if got.Spec.NodeName != nodeName || len(got.Spec.Containers) != 1 {
+		t.Fatalf("mirror spec = %+v", got.Spec)
+	}
+	refs := got.OwnerReferences
+	if len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != nodeName || refs[0].UID != "node-uid" || refs[0].APIVersion != "v1" || refs[0].Controller != nil {
+		t.Fatalf("owner references = %+v", refs)
+	}
+	if static.Annotations[podconfig.ConfigMirrorAnnotation] != "" {
+		t.Fatal("the static pod was modified")
+	}
+	// In sync: nothing more happens.
+	if err := m.SyncMirrorPods(t.Context(), []*v1.Pod{static}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "create")) + len(actionsOf(c, "delete")); n != 1 {
+		t.Fatalf("writes = %d, want 1", n)
+	}
+}
+
+func TestMirrorClientRecreatesStaleAndDeletesOrphans(t *testing.T) {
+	stale := MirrorPod(staticPod("etcd", "h0"), nodeName, "node-uid")
+	stale.UID = "m0"
+	orphan := MirrorPod(staticPod("old", "h9"), nodeName, "node-uid")
+	orphan.UID = "m9"
+	regular := apiPod("web", "u1")
+	m, c := newMirrorClient(t, MirrorClientConfig{}, stale, orphan, regular)
+	if err := m.SyncMirrorPods(t.Context(), []*v1.Pod{staticPod("etcd", "h1")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := getPod(t, c, "etcd").Annotations[podconfig.ConfigMirrorAnnotation]; got != "h1" {
+		t.Fatalf("mirror hash = %q, want h1", got)
+	}
+	if _, err := c.CoreV1().Pods("default").Get(t.Context(), "old", metav1.GetOptions{}); err == nil {
+		t.Fatal("orphaned mirror pod not deleted")
+	}
+	getPod(t, c, "web") // a regular pod is left alone
+	if n := len(actionsOf(c, "delete")); n != 2 {
+		t.Fatalf("deletes = %d, want 2", n)
+	}
+}
+
+func TestMirrorClientRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+		var mu sync.Mutex
+		pods := []*v1.Pod{staticPod("a", "h1")}
+		m, c := newMirrorClient(t, MirrorClientConfig{Clock: clk, Period: time.Second, StaticPods: func() []*v1.Pod {
+			mu.Lock()
+			defer mu.Unlock()
+			return pods
+		}})
+		exists := func(name string) bool {
+			_, err := c.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+			return err == nil
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		synctest.Wait()
+		if !exists("a") {
+			t.Fatal("first sync did not create mirror a")
+		}
+		mu.Lock()
+		pods = append(pods, staticPod("b", "h2"))
+		mu.Unlock()
+		clk.Step(500 * time.Millisecond)
+		synctest.Wait()
+		if exists("b") {
+			t.Fatal("synced before the period")
+		}
+		clk.Step(500 * time.Millisecond)
+		synctest.Wait()
+		if !exists("b") {
+			t.Fatal("periodic sync did not create mirror b")
+		}
+		if err := m.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+			t.Fatalf("second Run: err = %v", err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,223 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// PodStatusSinkConfig configures a PodStatusSink.
+type PodStatusSinkConfig struct {
+	// Client talks to the API server with the node's credential (required).
+	Client kubernetes.Interface
+	Logger *zap.Logger
+}
+
+// PodStatusSink is the syncloop.StatusSink (and StatusPodDeleter) of a
+// Kubernetes API server: it patches the status subresource of the pod with
+// a strategic merge patch that carries the pod's UID as a precondition,
+// reports a static pod's status on its mirror pod, and deletes finished
+// pods with grace 0 and a UID precondition.
+//
+// A status equal to the one last sent for the same pod is not sent again.
+// A status that would move a pod out of a terminal phase in the API server
+// is not sent (the StatusManager never produces one; this is a last guard).
+type PodStatusSink struct {
+	cfg PodStatusSinkConfig
+	log *zap.Logger
+
+	mu   sync.Mutex
+	sent map[types.UID]v1.PodStatus // by the UID of the API object patched
+}
+
+var (
+	_ syncloop.StatusSink       = (*PodStatusSink)(nil)
+	_ syncloop.StatusPodDeleter = (*PodStatusSink)(nil)
+)
+
+// NewPodStatusSink validates cfg. It does no I/O.
+func NewPodStatusSink(cfg PodStatusSinkConfig) (*PodStatusSink, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &PodStatusSink{cfg: cfg, log: cfg.Logger.Named("nodestatus.apiserver.pods"), sent: make(map[types.UID]v1.PodStatus)}, nil
+}
+
+// isStaticPod: the pod came from a source other than the API server.
+func isStaticPod(pod *v1.Pod) bool {
+	src, ok := pod.Annotations[podconfig.ConfigSourceAnnotation]
+	return ok && src != podconfig.SourceAPI
+}
+
+// isMirrorPod: the pod is the API server's mirror of a static pod.
+func isMirrorPod(pod *v1.Pod) bool {
+	_, ok := pod.Annotations[podconfig.ConfigMirrorAnnotation]
+	return ok
+}
+
+// isMirrorOf reports whether mirror is the current mirror pod of the static pod.
+func isMirrorOf(mirror, static *v1.Pod) bool {
+	hash, ok := mirror.Annotations[podconfig.ConfigMirrorAnnotation]
+	return ok && hash == static.Annotations[podconfig.ConfigHashAnnotation] && mirror.DeletionTimestamp == nil
+}
+
+func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// SyncPodStatus implements syncloop.StatusSink. A pod that no longer exists
+// in the API server (or exists with another UID) is skipped without error.
+// A static pod without a current mirror pod fails with ErrNoMirrorPod, so
+// the StatusManager offers its status again later.
+func (s *PodStatusSink) SyncPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error {
+	if pod == nil {
+		return fmt.Errorf("%w: nil pod", ErrInvalidPod)
+	}
+	if isMirrorPod(pod) {
+		return nil // the agent never reports on a mirror pod directly
+	}
+	pods := s.cfg.Client.CoreV1().Pods(pod.Namespace)
+	uid := pod.UID
+	static := isStaticPod(pod)
+	if !static {
+		s.mu.Lock()
+		last, ok := s.sent[uid]
+		s.mu.Unlock()
+		if ok && equality.Semantic.DeepEqual(&last, &status) {
+			return nil
+		}
+	}
+	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if static {
+			return fmt.Errorf("%w: %s/%s", ErrNoMirrorPod, pod.Namespace, pod.Name)
+		}
+		s.forget(uid)
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if static {
+		if !isMirrorOf(cur, pod) {
+			return fmt.Errorf("%w: %s/%s", ErrNoMirrorPod, pod.Namespace, pod.Name)
+		}
+		uid = cur.UID
+	} else if cur.UID != uid {
+		s.log.Debug("pod replaced in the API server; status dropped", zap.String("pod", pod.Namespace+"/"+pod.Name))
+		s.forget(uid)
+		return nil
+	}
+	if isTerminal(cur.Status.Phase) && !isTerminal(status.Phase) {
+		s.log.Info("status would leave a terminal phase; not sent", zap.String("pod", pod.Namespace+"/"+pod.Name),
+			zap.String("api", string(cur.Status.Phase)), zap.String("agent", string(status.Phase)))
+		return nil
+	}
+	s.mu.Lock()
+	last, ok := s.sent[uid]
+	s.mu.Unlock()
+	if ok && equality.Semantic.DeepEqual(&last, &status) && equality.Semantic.DeepEqual(&cur.Status, &status) {
+		return nil
+	}
+	patch, err := statusPatch(uid, &cur.Status, &status)
+	if err != nil {
+		return err
+	}
+	if patch != nil {
+		if _, err := pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				// Gone or replaced (UID precondition) since the read.
+				s.forget(uid)
+				if static {
+					return fmt.Errorf("%w: %s/%s: %w", ErrNoMirrorPod, pod.Namespace, pod.Name, err)
+				}
+				return nil
+			}
+			return fmt.Errorf("patching status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	s.mu.Lock()
+	s.sent[uid] = *status.DeepCopy()
+	s.mu.Unlock()
+	return nil
+}
+
+// statusPatch is the strategic merge patch from old to next, with the UID
+// as a precondition; nil when nothing changes.
+func statusPatch(uid types.UID, old, next *v1.PodStatus) ([]byte, error) {
+	type obj struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+		Status *v1.PodStatus `json:"status"`
+	}
+	var a, b obj
+	a.Metadata.UID, a.Status = uid, old
+	b.Metadata.UID, b.Status = uid, next
+	oldJSON, err := json.Marshal(a)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	newJSON, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("building status patch: %w", err)
+	}
+	if string(patch) == "{}" {
+		return nil, nil
+	}
+	// Add the UID precondition: the server rejects the patch when the
+	// object's UID differs.
+	var m map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, fmt.Errorf("building status patch: %w", err)
+	}
+	m["metadata"] = map[string]any{"uid": string(uid)}
+	return json.Marshal(m)
+}
+
+func (s *PodStatusSink) forget(uid types.UID) {
+	s.mu.Lock()
+	delete(s.sent, uid)
+	s.mu.Unlock()
+}
+
+// DeletePod implements syncloop.StatusPodDeleter: it deletes the pod with
+// grace period 0 and its UID as a precondition. Mirror pods and static pods
+// are never deleted this way; a pod already gone (or replaced) is no error.
+func (s *PodStatusSink) DeletePod(ctx context.Context, pod *v1.Pod) error {
+	if pod == nil {
+		return fmt.Errorf("%w: nil pod", ErrInvalidPod)
+	}
+	if isMirrorPod(pod) || isStaticPod(pod) {
+		return nil
+	}
+	zero := int64(0)
+	uid := pod.UID
+	err := s.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	s.forget(uid)
+	return nil
+}

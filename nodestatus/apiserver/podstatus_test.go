@@ -1,0 +1,267 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/nodekit/nodekit/podconfig"
+)
+
+func apiPod(name string, uid types.UID) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uid,
+			Annotations: map[string]string{podconfig.ConfigSourceAnnotation: podconfig.SourceAPI}},
+		Spec:   v1.PodSpec{NodeName: nodeName, Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+		Status: v1.PodStatus{Phase: v1.PodPending},
+	}
+}
+
+func staticPod(name, hash string) *v1.Pod {
+	p := apiPod(name, types.UID("static-"+hash))
+	p.Annotations = map[string]string{podconfig.ConfigSourceAnnotation: podconfig.SourceFile, podconfig.ConfigHashAnnotation: hash}
+	return p
+}
+
+func actionsOf(c *fake.Clientset, verb string) []clienttesting.Action {
+	var out []clienttesting.Action
+	for _, a := range c.Actions() {
+		if a.GetVerb() == verb && a.GetResource().Resource == "pods" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func newPodSink(t *testing.T, objs ...*v1.Pod) (*PodStatusSink, *fake.Clientset) {
+	t.Helper()
+	c := fake.NewClientset()
+	for _, o := range objs {
+		if err := c.Tracker().Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := NewPodStatusSink(PodStatusSinkConfig{Client: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+func getPod(t *testing.T, c *fake.Clientset, name string) *v1.Pod {
+	t.Helper()
+	p, err := c.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNewPodStatusSinkConfig(t *testing.T) {
+	if _, err := NewPodStatusSink(PodStatusSinkConfig{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestPodStatusSinkPatchesOnlyChanges(t *testing.T) {
+	pod := apiPod("web", "u1")
+	s, c := newPodSink(t, pod)
+	ctx := t.Context()
+	running := v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.1"}
+	if err := s.SyncPodStatus(ctx, pod, running); err != nil {
+		t.Fatal(err)
+	}
+	patches := actionsOf(c, "patch")
+	if len(patches) != 1 {
+		t.Fatalf("patches = %d, want 1", len(patches))
+	}
+	pa := patches[0].(clienttesting.PatchAction)
+	if pa.GetSubresource() != "status" || pa.GetPatchType() != types.StrategicMergePatchType {
+		t.Fatalf("patch subresource %q type %q", pa.GetSubresource(), pa.GetPatchType())
+	}
+	var body map[string]map[string]any
+	if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["metadata"]["uid"] != "u1" {
+		t.Fatalf("patch %s has no UID precondition", pa.GetPatch())
+	}
+	if _, ok := body["spec"]; ok {
+		t.Fatalf("patch %s touches the spec", pa.GetPatch())
+	}
+	if got := getPod(t, c, "web").Status; got.Phase != v1.PodRunning || got.PodIP != "10.0.0.1" {
+		t.Fatalf("API status = %+v", got)
+	}
+	// Same status again: nothing sent, not even a read.
+	before := len(c.Actions())
+	if err := s.SyncPodStatus(ctx, pod, running); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Actions()) != before {
+		t.Fatalf("unchanged status caused %v", c.Actions()[before:])
+	}
+	// A change is sent.
+	running.PodIP = "10.0.0.2"
+	if err := s.SyncPodStatus(ctx, pod, running); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "patch")); n != 2 {
+		t.Fatalf("patches = %d, want 2", n)
+	}
+	if got := getPod(t, c, "web").Status.PodIP; got != "10.0.0.2" {
+		t.Fatalf("PodIP = %q", got)
+	}
+}
+
+func TestPodStatusSinkSkipsGoneOrReplacedPods(t *testing.T) {
+	pod := apiPod("web", "u1")
+	s, c := newPodSink(t, apiPod("web", "u2"))
+	if err := s.SyncPodStatus(t.Context(), pod, v1.PodStatus{Phase: v1.PodRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncPodStatus(t.Context(), apiPod("gone", "u3"), v1.PodStatus{Phase: v1.PodRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "patch")); n != 0 {
+		t.Fatalf("patches = %d, want 0", n)
+	}
+	if got := getPod(t, c, "web").Status.Phase; got != v1.PodPending {
+		t.Fatalf("replaced pod's phase = %q", got)
+	}
+}
+
+func TestPodStatusSinkNeverLeavesTerminalPhase(t *testing.T) {
+	pod := apiPod("job", "u1")
+	pod.Status.Phase = v1.PodSucceeded
+	s, c := newPodSink(t, pod)
+	if err := s.SyncPodStatus(t.Context(), pod, v1.PodStatus{Phase: v1.PodRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "patch")); n != 0 {
+		t.Fatalf("patches = %d, want 0", n)
+	}
+	if got := getPod(t, c, "job").Status.Phase; got != v1.PodSucceeded {
+		t.Fatalf("phase = %q", got)
+	}
+}
+
+func TestPodStatusSinkStaticPodGoesToMirror(t *testing.T) {
+	static := staticPod("etcd", "h1")
+	s, c := newPodSink(t)
+	ctx := t.Context()
+	st := v1.PodStatus{Phase: v1.PodRunning}
+	if err := s.SyncPodStatus(ctx, static, st); !errors.Is(err, ErrNoMirrorPod) {
+		t.Fatalf("no mirror: err = %v, want ErrNoMirrorPod", err)
+	}
+	stale := MirrorPod(staticPod("etcd", "h0"), nodeName, "node-uid")
+	stale.UID = "mirror-0"
+	if err := c.Tracker().Add(stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncPodStatus(ctx, static, st); !errors.Is(err, ErrNoMirrorPod) {
+		t.Fatalf("stale mirror: err = %v, want ErrNoMirrorPod", err)
+	}
+	if n := len(actionsOf(c, "patch")); n != 0 {
+		t.Fatalf("patches = %d, want 0", n)
+	}
+	if err := c.Tracker().Delete(v1.SchemeGroupVersion.WithResource("pods"), "default", "etcd"); err != nil {
+		t.Fatal(err)
+	}
+	mirror := MirrorPod(static, nodeName, "node-uid")
+	mirror.UID = "mirror-1"
+	if err := c.Tracker().Add(mirror); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncPodStatus(ctx, static, st); err != nil {
+		t.Fatal(err)
+	}
+	patches := actionsOf(c, "patch")
+	if len(patches) != 1 {
+		t.Fatalf("patches = %d, want 1", len(patches))
+	}
+	var body map[string]map[string]any
+	if err := json.Unmarshal(patches[0].(clienttesting.PatchAction).GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["metadata"]["uid"] != "mirror-1" {
+		t.Fatalf("patch precondition uid = %v, want the mirror's", body["metadata"]["uid"])
+	}
+	if got := getPod(t, c, "etcd").Status.Phase; got != v1.PodRunning {
+		t.Fatalf("mirror phase = %q", got)
+	}
+	// A mirror pod handed directly is never reported on.
+	if err := s.SyncPodStatus(ctx, mirror, v1.PodStatus{Phase: v1.PodFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "patch")); n != 1 {
+		t.Fatalf("patches = %d, want 1", n)
+	}
+}
+
+func TestPodStatusSinkDeletePod(t *testing.T) {
+	pod := apiPod("web", "u1")
+	mirror := MirrorPod(staticPod("etcd", "h1"), nodeName, "node-uid")
+	mirror.UID = "m1"
+	s, c := newPodSink(t, pod, mirror)
+	ctx := t.Context()
+	if err := s.DeletePod(ctx, mirror); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeletePod(ctx, staticPod("etcd", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "delete")); n != 0 {
+		t.Fatalf("mirror/static pod deleted: %d deletes", n)
+	}
+	if err := s.DeletePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	dels := actionsOf(c, "delete")
+	if len(dels) != 1 {
+		t.Fatalf("deletes = %d, want 1", len(dels))
+	}
+	opts := dels[0].(clienttesting.DeleteActionImpl).DeleteOptions
+	if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 {
+		t.Fatalf("grace = %v, want 0", opts.GracePeriodSeconds)
+	}
+	if opts.Preconditions == nil || opts.Preconditions.UID == nil || *opts.Preconditions.UID != "u1" {
+		t.Fatalf("preconditions = %+v, want uid u1", opts.Preconditions)
+	}
+	if _, err := c.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{}); err == nil {
+		t.Fatal("pod still exists")
+	}
+	// Already gone: no error.
+	if err := s.DeletePod(ctx, pod); err != nil {
+		t.Fatalf("deleting a gone pod: %v", err)
+	}
+	if err := s.DeletePod(ctx, nil); !errors.Is(err, ErrInvalidPod) {
+		t.Fatalf("nil pod: err = %v", err)
+	}
+}
+
+func TestPodStatusSinkReportsAPIErrors(t *testing.T) {
+	pod := apiPod("web", "u1")
+	s, c := newPodSink(t, pod)
+	c.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("boom")
+	})
+	if err := s.SyncPodStatus(context.WithoutCancel(t.Context()), pod, v1.PodStatus{Phase: v1.PodRunning}); err == nil {
+		t.Fatal("patch error not reported")
+	}
+	// The failed status was not recorded as sent: the next try sends it.
+	c.ReactionChain = c.ReactionChain[1:]
+	if err := s.SyncPodStatus(t.Context(), pod, v1.PodStatus{Phase: v1.PodRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if got := getPod(t, c, "web").Status.Phase; got != v1.PodRunning {
+		t.Fatalf("phase = %q", got)
+	}
+}
