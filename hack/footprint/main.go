@@ -131,6 +131,8 @@ func run(ctx context.Context, o options, out io.Writer) (over bool, err error) {
 		bin = filepath.Join(work, "standalone")
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./examples/standalone")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		// A static binary, as an appliance ships it: no libc mapped in.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if err := cmd.Run(); err != nil {
 			return false, fmt.Errorf("go build ./examples/standalone (run from the repository root): %w", err)
 		}
