@@ -1,0 +1,17 @@
+// Package clusterapiserver joins a nodekit Agent to a Kubernetes API server
+// through client-go (the root package stays free of client-go). Wire adds
+// to a Builder:
+//
+//   - the pod source "api": the pods bound to the node (podconfig/apiserver);
+//   - the pod status sink: status patches, static pods reported on their
+//     mirror pods, finished pods deleted (nodestatus/apiserver.PodStatusSink);
+//   - node registration and status (nodestatus.Controller with the default
+//     setters; Ready follows the runtime's readiness and the PLEG's health);
+//   - the node lease (nodestatus/apiserver.LeaseController);
+//   - mirror pods for the static pods (nodestatus/apiserver.MirrorClient).
+//
+// The client should carry the node's own credential (system:node:<name>).
+//
+//	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithManifestDir(dir)
+//	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: name}).Build()
+package clusterapiserver

@@ -1,0 +1,160 @@
+package clusterapiserver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/nodestatus"
+	"github.com/nodekit/nodekit/podconfig"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const node = "n1"
+
+func machine(context.Context) (*nodestatus.Machine, error) {
+	return &nodestatus.Machine{NumCores: 2, MemoryCapacity: 4 << 30}, nil
+}
+
+// waitUntil polls cond every 20ms until it holds or fails after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, detail)
+		case <-tick.C:
+		}
+	}
+}
+
+func TestWireConfigErrors(t *testing.T) {
+	_, err := clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
+		clusterapiserver.Config{NodeName: node}).Build()
+	if !errors.Is(err, clusterapiserver.ErrInvalidConfig) {
+		t.Fatalf("Build = %v, want ErrInvalidConfig", err)
+	}
+}
+
+const manifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: static-web
+  namespace: default
+spec:
+  containers:
+  - name: c
+    image: busybox
+`
+
+func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	pods := client.CoreV1().Pods("default")
+	if _, err := pods.Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
+		Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "static.yaml"), []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lg := zap.NewNop()
+	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir()).WithManifestDir(dir)
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
+		Client: client, NodeName: node, Machine: machine, Logger: lg, MirrorPeriod: 50 * time.Millisecond,
+		StatusUpdateFrequency: 50 * time.Millisecond,
+	}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+
+	phase := func(name string) (v1.PodPhase, *v1.Pod) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", nil
+		}
+		return p.Status.Phase, p
+	}
+	waitUntil(t, 20*time.Second, "API pod Running in the API server", func() (bool, string) {
+		ph, _ := phase("web")
+		return ph == v1.PodRunning, string(ph)
+	})
+	waitUntil(t, 20*time.Second, "mirror pod Running", func() (bool, string) {
+		ph, p := phase("static-web-" + node)
+		if p == nil {
+			return false, "no mirror pod"
+		}
+		_, mirror := p.Annotations[podconfig.ConfigMirrorAnnotation]
+		return mirror && ph == v1.PodRunning && len(p.OwnerReferences) == 1 && p.OwnerReferences[0].Kind == "Node",
+			fmt.Sprintf("phase %q annotations %v owners %v", ph, p.Annotations, p.OwnerReferences)
+	})
+	waitUntil(t, 20*time.Second, "node registered and Ready", func() (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status == v1.ConditionTrue, c.Message
+			}
+		}
+		return false, "no Ready condition"
+	})
+	waitUntil(t, 20*time.Second, "node lease", func() (bool, string) {
+		_, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// Deleting the pod (graceful: a deletion timestamp) makes the agent
+	// stop it and remove the object.
+	_, p := phase("web")
+	now := metav1.Now()
+	grace := int64(1)
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, "deleted pod removed from the API server", func() (bool, string) {
+		_, p := phase("web")
+		if p == nil {
+			return true, ""
+		}
+		return false, string(p.Status.Phase)
+	})
+	if _, p := phase("static-web-" + node); p == nil {
+		t.Fatal("the mirror pod was deleted")
+	}
+}
