@@ -1,0 +1,273 @@
+// Command cluster is a node agent built with nodekit that joins a
+// Kubernetes cluster: it registers the node, keeps its status and lease up
+// to date, runs the pods the API server binds to it (and the static pods of
+// an optional manifest directory, mirrored in the API server) and reports
+// their status back. A small pod table shows what it runs.
+//
+// With no --runtime-endpoint the pods run on the in-memory fake runtime:
+//
+//	go run ./examples/cluster --kubeconfig node.kubeconfig --node-name node-1
+//	go run ./examples/cluster --server https://127.0.0.1:6443 --token $TOKEN --ca ca.crt --node-name node-1 \
+//	    --runtime-endpoint unix:///run/containerd/containerd.sock
+//
+// The credential should be the node's own (user system:node:<name>, group
+// system:nodes).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/clusterapiserver"
+)
+
+type options struct {
+	kubeconfig string
+	server     string
+	token      string
+	ca         string
+	nodeName   string
+	endpoint   string
+	manifests  string
+	root       string
+	duration   time.Duration
+	verbose    bool
+	images     string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with one cluster (server, certificate-authority) and one token user")
+	flag.StringVar(&o.server, "server", "", "API server URL (instead of --kubeconfig)")
+	flag.StringVar(&o.token, "token", "", "bearer token (with --server)")
+	flag.StringVar(&o.ca, "ca", "", "CA certificate file of the API server (with --server)")
+	flag.StringVar(&o.nodeName, "node-name", "", "node name (required)")
+	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI endpoint (unix:///path); empty: the in-memory fake runtime")
+	flag.StringVar(&o.images, "fake-images", "busybox", "comma-separated images the fake runtime has")
+	flag.StringVar(&o.manifests, "manifests", "", "directory of static pod manifests (optional)")
+	flag.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
+	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
+	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := mainErr(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func mainErr(ctx context.Context, o options) error {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return run(ctx, o, client, os.Stdout)
+}
+
+// kubeconfig is the part of a kubeconfig this example reads (one cluster,
+// one token user), without clientcmd.
+type kubeconfig struct {
+	Clusters []struct {
+		Cluster struct {
+			Server                   string `json:"server"`
+			CertificateAuthority     string `json:"certificate-authority"`
+			CertificateAuthorityData []byte `json:"certificate-authority-data"`
+		} `json:"cluster"`
+	} `json:"clusters"`
+	Users []struct {
+		User struct {
+			Token string `json:"token"`
+		} `json:"user"`
+	} `json:"users"`
+}
+
+// restConfig builds the client configuration from --kubeconfig or from
+// --server, --token and --ca.
+func restConfig(o options) (*rest.Config, error) {
+	if o.kubeconfig != "" {
+		if o.server != "" || o.token != "" {
+			return nil, errors.New("give either --kubeconfig or --server/--token/--ca")
+		}
+		data, err := os.ReadFile(o.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		var kc kubeconfig
+		if err := yaml.Unmarshal(data, &kc); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
+		}
+		if len(kc.Clusters) != 1 || len(kc.Users) != 1 || kc.Clusters[0].Cluster.Server == "" || kc.Users[0].User.Token == "" {
+			return nil, fmt.Errorf("kubeconfig %s: want one cluster with a server and one user with a token", o.kubeconfig)
+		}
+		c := kc.Clusters[0].Cluster
+		ca := c.CertificateAuthority
+		if ca != "" && !filepath.IsAbs(ca) {
+			ca = filepath.Join(filepath.Dir(o.kubeconfig), ca)
+		}
+		return &rest.Config{
+			Host:            c.Server,
+			BearerToken:     kc.Users[0].User.Token,
+			TLSClientConfig: rest.TLSClientConfig{CAFile: ca, CAData: c.CertificateAuthorityData},
+			Timeout:         30 * time.Second,
+		}, nil
+	}
+	if o.server == "" || o.token == "" {
+		return nil, errors.New("--kubeconfig, or --server and --token (and --ca), are required")
+	}
+	return &rest.Config{
+		Host:            o.server,
+		BearerToken:     o.token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: o.ca},
+		Timeout:         30 * time.Second,
+	}, nil
+}
+
+func run(ctx context.Context, o options, client kubernetes.Interface, out io.Writer) error {
+	if o.nodeName == "" {
+		return errors.New("--node-name is required")
+	}
+	level := zapcore.WarnLevel
+	if o.verbose {
+		level = zapcore.InfoLevel
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level))
+	defer log.Sync() //nolint:errcheck // best effort on exit
+
+	if o.root == "" {
+		dir, err := os.MkdirTemp("", "nodekit-cluster-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.root = dir
+	}
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return err
+	}
+	b := nodekit.NewBuilder().WithRootDir(root).WithLogger(log)
+	if o.manifests != "" {
+		b.WithManifestDir(o.manifests)
+	}
+	runtimeName := o.endpoint
+	if o.endpoint == "" {
+		b.WithFakeRuntime(strings.Split(o.images, ",")...)
+		runtimeName = "in-memory fake runtime"
+	} else {
+		b.WithRuntimeEndpoint(o.endpoint)
+	}
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log}).Build()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "nodekit cluster agent: node %s, runtime %s, root %s\n\n", o.nodeName, runtimeName, root)
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	shown := make(chan struct{})
+	go func() {
+		defer close(shown)
+		show(ctx, agent, out)
+	}()
+	err = agent.Run(ctx)
+	<-shown
+	return err
+}
+
+// row is one line of the pod table.
+type row struct{ pod, source, phase, ready string }
+
+func rows(agent *nodekit.Agent) []row {
+	var out []row
+	for _, pod := range agent.Pods() {
+		st, ok := agent.StatusManager().GetPodStatus(pod.UID)
+		if !ok {
+			st.Phase = v1.PodPending
+		}
+		ready := 0
+		for _, cs := range st.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+		}
+		out = append(out, row{
+			pod:    pod.Namespace + "/" + pod.Name,
+			source: pod.Annotations["kubernetes.io/config.source"],
+			phase:  string(st.Phase),
+			ready:  fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pod < out[j].pod })
+	return out
+}
+
+func table(w io.Writer, rs []row) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tSOURCE\tPHASE\tREADY")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.pod, r.source, r.phase, r.ready)
+	}
+	if len(rs) == 0 {
+		fmt.Fprintln(tw, "(no pods)")
+	}
+	tw.Flush()
+}
+
+// show prints the table whenever it changes (checked every second) until
+// ctx ends or the agent stops.
+func show(ctx context.Context, agent *nodekit.Agent, out io.Writer) {
+	select {
+	case <-agent.Ready():
+	case <-ctx.Done():
+		return
+	case <-agent.Done():
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := ""
+	for {
+		var sb strings.Builder
+		table(&sb, rows(agent))
+		if sb.String() != last {
+			fmt.Fprintf(out, "%s\n%s\n", time.Now().Format("15:04:05"), sb.String())
+			last = sb.String()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-agent.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
