@@ -39,7 +39,7 @@ type MirrorClientConfig struct {
 // MirrorClient keeps a mirror pod in the API server for every static pod
 // the agent runs, as the kubelet does: the mirror has the static pod's
 // metadata and spec, the annotation kubernetes.io/config.mirror set to the
-// static pod's config hash, and the Node as its only owner. A mirror whose
+// static pod's config hash, and the Node as its only (controller) owner. A mirror whose
 // hash differs from its static pod's is deleted and created again; a
 // mirror without a static pod is deleted.
 type MirrorClient struct {
@@ -94,9 +94,10 @@ func (m *MirrorClient) node(ctx context.Context) (types.UID, error) {
 	return n.UID, nil
 }
 
-// MirrorPod builds the mirror pod of a static pod owned by the node
-// (name, uid).
+// MirrorPod builds the mirror pod of a static pod: the node (name, uid) is
+// its controller owner, as NodeRestriction requires.
 func MirrorPod(static *v1.Pod, nodeName string, nodeUID types.UID) *v1.Pod {
+	controller := true
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        static.Name,
@@ -104,7 +105,7 @@ func MirrorPod(static *v1.Pod, nodeName string, nodeUID types.UID) *v1.Pod {
 			Labels:      make(map[string]string, len(static.Labels)),
 			Annotations: make(map[string]string, len(static.Annotations)+1),
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: nodeName, UID: nodeUID,
+				APIVersion: "v1", Kind: "Node", Name: nodeName, UID: nodeUID, Controller: &controller,
 			}},
 		},
 		Spec: *static.Spec.DeepCopy(),

@@ -60,7 +60,7 @@ func TestMirrorClientCreatesMirror(t *testing.T) {
 		t.Fatalf("mirror spec = %+v", got.Spec)
 	}
 	refs := got.OwnerReferences
-	if len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != nodeName || refs[0].UID != "node-uid" || refs[0].APIVersion != "v1" || refs[0].Controller != nil {
+	if len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != nodeName || refs[0].UID != "node-uid" || refs[0].APIVersion != "v1" || refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion != nil {
 		t.Fatalf("owner references = %+v", refs)
 	}
 	if static.Annotations[podconfig.ConfigMirrorAnnotation] != "" {
