@@ -23,8 +23,15 @@ import (
 type PodStatusSinkConfig struct {
 	// Client talks to the API server with the node's credential (required).
 	Client kubernetes.Interface
-	Logger *zap.Logger
+	// MaxCachedStatuses bounds the cache of statuses last sent (used to
+	// skip unchanged ones); when full it is emptied, which costs one extra
+	// read per pod. 0 = DefaultMaxCachedStatuses.
+	MaxCachedStatuses int
+	Logger            *zap.Logger
 }
+
+// DefaultMaxCachedStatuses is the default PodStatusSinkConfig.MaxCachedStatuses.
+const DefaultMaxCachedStatuses = 4096
 
 // PodStatusSink is the syncloop.StatusSink (and StatusPodDeleter) of a
 // Kubernetes API server: it patches the status subresource of the pod with
@@ -52,6 +59,12 @@ var (
 func NewPodStatusSink(cfg PodStatusSinkConfig) (*PodStatusSink, error) {
 	if cfg.Client == nil {
 		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+	}
+	if cfg.MaxCachedStatuses < 0 {
+		return nil, fmt.Errorf("%w: MaxCachedStatuses must not be negative", ErrInvalidConfig)
+	}
+	if cfg.MaxCachedStatuses == 0 {
+		cfg.MaxCachedStatuses = DefaultMaxCachedStatuses
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -151,6 +164,11 @@ func (s *PodStatusSink) SyncPodStatus(ctx context.Context, pod *v1.Pod, status v
 		}
 	}
 	s.mu.Lock()
+	if len(s.sent) >= s.cfg.MaxCachedStatuses {
+		// Entries of pods that went away without DeletePod are never
+		// looked up again; dropping them all costs one extra read each.
+		clear(s.sent)
+	}
 	s.sent[uid] = *status.DeepCopy()
 	s.mu.Unlock()
 	return nil

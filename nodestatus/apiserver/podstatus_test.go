@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -67,6 +68,9 @@ func getPod(t *testing.T, c *fake.Clientset, name string) *v1.Pod {
 
 func TestNewPodStatusSinkConfig(t *testing.T) {
 	if _, err := NewPodStatusSink(PodStatusSinkConfig{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+	if _, err := NewPodStatusSink(PodStatusSinkConfig{Client: fake.NewClientset(), MaxCachedStatuses: -1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v, want ErrInvalidConfig", err)
 	}
 }
@@ -263,5 +267,28 @@ func TestPodStatusSinkReportsAPIErrors(t *testing.T) {
 	}
 	if got := getPod(t, c, "web").Status.Phase; got != v1.PodRunning {
 		t.Fatalf("phase = %q", got)
+	}
+}
+
+func TestPodStatusSinkCacheIsBounded(t *testing.T) {
+	c := fake.NewClientset()
+	s, err := NewPodStatusSink(PodStatusSinkConfig{Client: c, MaxCachedStatuses: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		uid := types.UID(fmt.Sprintf("u%d", i))
+		if err := c.Tracker().Add(apiPod(string(uid), uid)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SyncPodStatus(t.Context(), apiPod(string(uid), uid), v1.PodStatus{Phase: v1.PodRunning}); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		n := len(s.sent)
+		s.mu.Unlock()
+		if n > 3 || n == 0 {
+			t.Fatalf("cache holds %d statuses, want 1..3", n)
+		}
 	}
 }
