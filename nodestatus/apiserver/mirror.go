@@ -40,8 +40,10 @@ type MirrorClientConfig struct {
 // the agent runs, as the kubelet does: the mirror has the static pod's
 // metadata and spec, the annotation kubernetes.io/config.mirror set to the
 // static pod's config hash, and the Node as its only (controller) owner. A mirror whose
-// hash differs from its static pod's is deleted and created again; a
-// mirror without a static pod is deleted.
+// hash differs from its static pod's, or that is being deleted (a mirror
+// pod's graceful deletion is never finished by anyone else), is deleted
+// (grace 0, UID precondition) and created again; a mirror without a static
+// pod is deleted.
 type MirrorClient struct {
 	cfg MirrorClientConfig
 	log *zap.Logger
@@ -157,9 +159,8 @@ func (m *MirrorClient) SyncMirrorPods(ctx context.Context, pods []*v1.Pod) error
 			continue
 		}
 		if ok {
-			if mirror.DeletionTimestamp != nil {
-				continue // being deleted: created again on a later sync
-			}
+			// Stale, or being deleted (nobody else finishes a mirror's
+			// graceful deletion): remove it now and create it again.
 			if err := m.deleteMirror(ctx, mirror); err != nil {
 				errs = append(errs, err)
 				continue
@@ -170,7 +171,7 @@ func (m *MirrorClient) SyncMirrorPods(ctx context.Context, pods []*v1.Pod) error
 		}
 	}
 	for n, mirror := range mirrors {
-		if _, ok := statics[n]; ok || mirror.DeletionTimestamp != nil {
+		if _, ok := statics[n]; ok {
 			continue
 		}
 		if err := m.deleteMirror(ctx, mirror); err != nil {
@@ -195,8 +196,10 @@ func (m *MirrorClient) create(ctx context.Context, static *v1.Pod) error {
 
 func (m *MirrorClient) deleteMirror(ctx context.Context, mirror *v1.Pod) error {
 	uid := mirror.UID
+	zero := int64(0)
 	err := m.cfg.Client.CoreV1().Pods(mirror.Namespace).Delete(ctx, mirror.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid},
+		GracePeriodSeconds: &zero,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting mirror pod %s: %w", fullName(mirror), err)

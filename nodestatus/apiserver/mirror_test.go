@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/podconfig"
@@ -139,4 +140,26 @@ func TestMirrorClientRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func TestMirrorClientReplacesMirrorBeingDeleted(t *testing.T) {
+	mirror := MirrorPod(staticPod("etcd", "h1"), nodeName, "node-uid")
+	mirror.UID = "m1"
+	now := metav1.Now()
+	mirror.DeletionTimestamp = &now
+	m, c := newMirrorClient(t, MirrorClientConfig{}, mirror)
+	if err := m.SyncMirrorPods(t.Context(), []*v1.Pod{staticPod("etcd", "h1")}); err != nil {
+		t.Fatal(err)
+	}
+	dels := actionsOf(c, "delete")
+	if len(dels) != 1 {
+		t.Fatalf("deletes = %d, want 1", len(dels))
+	}
+	opts := dels[0].(clienttesting.DeleteActionImpl).DeleteOptions
+	if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || *opts.Preconditions.UID != "m1" {
+		t.Fatalf("delete options = %+v", opts)
+	}
+	if got := getPod(t, c, "etcd"); got.DeletionTimestamp != nil {
+		t.Fatal("mirror not created again")
+	}
 }

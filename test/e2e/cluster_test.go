@@ -29,7 +29,8 @@ import (
 // to a real kube-apiserver with the node's credential: the node registers
 // and reports its Ready condition; a pod the admin binds to the node runs and reaches
 // Running in the API server; deleting it stops its containers and the pod
-// object goes away; a static pod shows up as a mirror pod owned by the Node.
+// object goes away; a static pod shows up as a mirror pod owned by the Node, is replaced when
+// deleted, and goes away with its manifest.
 func TestClusterAgainstAPIServer(t *testing.T) {
 	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
 		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
@@ -217,7 +218,34 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 	if n := runningContainers()[mirrorName]; n != 1 {
 		t.Errorf("static pod has %d running containers after the API pod was deleted, want 1", n)
 	}
-	if _, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{}); err != nil {
-		t.Errorf("mirror pod: %v", err)
+	mirror, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("mirror pod: %v", err)
 	}
+
+	// Deleting the mirror pod (gracefully) makes the agent replace it; the
+	// static pod keeps running.
+	if err := admin.CoreV1().Pods("default").Delete(ctx, mirrorName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nsPoll(t, 60*time.Second, "mirror pod replaced", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.UID != mirror.UID && p.DeletionTimestamp == nil, fmt.Sprintf("uid %s deleting %v", p.UID, p.DeletionTimestamp != nil)
+	})
+	if n := runningContainers()[mirrorName]; n != 1 {
+		t.Errorf("static pod has %d running containers after its mirror was replaced, want 1", n)
+	}
+
+	// Removing the manifest stops the static pod and deletes its mirror.
+	if err := os.Remove(filepath.Join(manifests, staticPod+".yaml")); err != nil {
+		t.Fatal(err)
+	}
+	nsPoll(t, 90*time.Second, "static pod stopped and mirror deleted", func() (bool, string) {
+		_, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
+		n := runningContainers()[mirrorName]
+		return apierrors.IsNotFound(err) && n == 0, fmt.Sprintf("mirror: %v, %d running containers", err, n)
+	})
 }
