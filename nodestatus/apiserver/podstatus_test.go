@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -290,5 +291,31 @@ func TestPodStatusSinkCacheIsBounded(t *testing.T) {
 		if n > 3 || n == 0 {
 			t.Fatalf("cache holds %d statuses, want 1..3", n)
 		}
+	}
+}
+
+// A patch rejected by the UID precondition (the pod was replaced between
+// the read and the patch) drops the status for a regular pod and asks a
+// static pod to wait for its new mirror.
+func TestPodStatusSinkUIDPreconditionFailure(t *testing.T) {
+	pod := apiPod("web", "u1")
+	static := staticPod("etcd", "h1")
+	mirror := MirrorPod(static, nodeName, "node-uid")
+	mirror.UID = "m1"
+	s, c := newPodSink(t, pod, mirror)
+	c.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(v1.Resource("pods"), a.(clienttesting.PatchAction).GetName(), errors.New("uid mismatch"))
+	})
+	if err := s.SyncPodStatus(t.Context(), pod, v1.PodStatus{Phase: v1.PodRunning}); err != nil {
+		t.Fatalf("regular pod: %v", err)
+	}
+	if err := s.SyncPodStatus(t.Context(), static, v1.PodStatus{Phase: v1.PodRunning}); !errors.Is(err, ErrNoMirrorPod) {
+		t.Fatalf("static pod: err = %v, want ErrNoMirrorPod", err)
+	}
+	s.mu.Lock()
+	n := len(s.sent)
+	s.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d statuses recorded as sent after rejected patches", n)
 	}
 }
