@@ -70,9 +70,10 @@ type StatusConfig struct {
 // Statuses are kept by the UID of the pod the agent runs. For a static pod
 // that is the static pod's UID.
 //
-// TODO(mirror pods): when the API server sink arrives, a static pod's
-// status must be reported on its mirror pod (translate the UID at sync
-// time, skip static pods without a mirror, never delete a mirror pod).
+// Statuses are kept by the pod's own UID, static pods included: the API
+// server sink (nodestatus/apiserver.PodStatusSink) reports a static pod's
+// status on its mirror pod, skips static pods without one, and never
+// deletes a mirror pod.
 type StatusManager struct {
 	sink     StatusSink
 	clock    clock.Clock
