@@ -19,7 +19,9 @@ type downwardAPIPlugin struct{ cfg *pluginsConfig }
 
 func (*downwardAPIPlugin) Name() string { return PluginNameDownwardAPI }
 
-func (*downwardAPIPlugin) CanSupport(vol *v1.Volume) bool { return vol != nil && vol.DownwardAPI != nil }
+func (*downwardAPIPlugin) CanSupport(vol *v1.Volume) bool {
+	return vol != nil && vol.DownwardAPI != nil
+}
 
 func (*downwardAPIPlugin) RequiresRemount() bool { return true }
 
