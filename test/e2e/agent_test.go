@@ -44,26 +44,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	e := &env{
-		endpoint: os.Getenv("NODEKIT_CRI_ENDPOINT"),
-		busybox:  getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1"),
-	}
-	if e.endpoint == "" {
-		t.Fatal("NODEKIT_CRI_ENDPOINT is not set: start containerd with " +
-			"`NODEKIT_CONTAINERD_DIR=/tmp/nkc bash hack/containerd.sh start` and load its env " +
-			"with `set -a; . /tmp/nkc/env; set +a`")
-	}
-	c, err := remote.New(remote.Config{Endpoint: e.endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatalf("containerd at %s: %v", e.endpoint, err)
-	}
-	e.cri = c
+	e := volumeEnv(t)
 
 	e.binary = filepath.Join(t.TempDir(), "standalone")
 	build := exec.Command("go", "build", "-o", e.binary, "../../examples/standalone")

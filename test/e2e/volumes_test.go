@@ -24,7 +24,8 @@ import (
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
-// volumeEnv is setup without building the standalone binary.
+// volumeEnv connects to the CRI endpoint the e2e tests share (setup also
+// builds the standalone binary).
 func volumeEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{
