@@ -442,6 +442,17 @@ func (m *Manager) activeLocked() []*v1.Pod {
 	return out
 }
 
+// withoutPod returns pods less the one with this UID.
+func withoutPod(pods []*v1.Pod, uid types.UID) []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if p != nil && p.UID != uid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // BurstableShares is the cpu.shares of the burstable cgroup for these
 // pods: the sum of the Burstable pods' cpu requests.
 func (m *Manager) BurstableShares(activePods []*v1.Pod) uint64 {
@@ -537,7 +548,9 @@ func (m *Manager) DestroyPodCgroup(ctx context.Context, pod *v1.Pod) error {
 	if err := m.removeLocked(name, pod.Namespace+"/"+pod.Name); err != nil {
 		return err
 	}
-	if err := m.updateQOSLocked(m.activeLocked()); err != nil {
+	// Config.ActivePods may still list the pod (it is being torn down);
+	// its requests no longer count towards the burstable shares.
+	if err := m.updateQOSLocked(withoutPod(m.activeLocked(), pod.UID)); err != nil {
 		m.log.Warn("QoS cgroups not updated after a pod cgroup removal", zap.Error(err))
 	}
 	return nil
@@ -613,6 +626,16 @@ func (m *Manager) CleanupOrphans(ctx context.Context, activePods []*v1.Pod, sour
 	}
 	if removed > 0 {
 		m.log.Info("orphaned pod cgroups removed", zap.Int("count", removed))
+		// The removed pods stop being tracked; the burstable shares follow
+		// the pods that are left.
+		for uid := range m.active {
+			if !keep["pod"+string(uid)] {
+				delete(m.active, uid)
+			}
+		}
+		if err := m.updateQOSLocked(m.activeLocked()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return removed, errors.Join(errs...)
 }

@@ -356,6 +356,30 @@ func TestCleanupOrphans(t *testing.T) {
 	if !exists(root, "cpu", "kubepods", "burstable") || !exists(root, "cpu", "kubepods", "besteffort") {
 		t.Error("a QoS cgroup was removed")
 	}
+	// The removed Burstable pod no longer counts towards the burstable shares.
+	if got := read(t, root, "cpu", "kubepods", "burstable", "cpu.shares"); got != "2" {
+		t.Errorf("burstable cpu.shares %s after its only pod's cgroup was removed, want 2", got)
+	}
+}
+
+func TestDestroyPodCgroupUpdatesSharesWhileActivePodsStillListsIt(t *testing.T) {
+	root := v1Root(t)
+	b := burstable()
+	// The agent's active pods still list a pod that is being torn down.
+	m := newTestManager(t, root, V1, func(c *Config) { c.ActivePods = func() []*v1.Pod { return []*v1.Pod{b} } })
+	ctx := t.Context()
+	if err := m.EnsurePodCgroup(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, root, "cpu", "kubepods", "burstable", "cpu.shares"); got == "2" {
+		t.Fatalf("burstable cpu.shares %s with a Burstable pod, want its request", got)
+	}
+	if err := m.DestroyPodCgroup(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, root, "cpu", "kubepods", "burstable", "cpu.shares"); got != "2" {
+		t.Errorf("burstable cpu.shares %s after the pod cgroup was destroyed, want 2", got)
+	}
 }
 
 func TestUpdateQOSCgroups(t *testing.T) {
