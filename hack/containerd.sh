@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # hack/containerd.sh: a private containerd (CRI) for nodekit's e2e tests.
 #
-#   hack/containerd.sh install   apt-get install containerd, runc, busybox-static (as root)
+#   hack/containerd.sh install   apt-get install containerd, runc, busybox-static,
+#                                containernetworking-plugins (as root)
 #   hack/containerd.sh start     write a config, start containerd, import the test images,
 #                                write <dir>/env and print it
+#   hack/containerd.sh restart   a reboot: kill and delete every container, stop containerd, then
+#                                start it again on the same socket and root (images kept)
 #   hack/containerd.sh stop      kill every container, stop containerd, unmount, remove <dir>
 #   hack/containerd.sh env       print the env lines
 #
 # Everything lives under NODEKIT_CONTAINERD_DIR (default /tmp/nodekit-containerd): its own
 # --root, --state, socket, runc root and log, so a system containerd is never touched.
+# Pod networking: a CNI bridge (nk-<hash of dir>, host-local IPAM on a private /24, no masquerade)
+# from Debian's containernetworking-plugins, so the runtime reports NetworkReady and pods without
+# hostNetwork get an address reachable from the host. Override the subnet with NODEKIT_CNI_SUBNET.
 # The env lines are:
 #   NODEKIT_CRI_ENDPOINT=unix://<dir>/containerd.sock
 #   NODEKIT_PAUSE_IMAGE=localhost/nodekit/pause:1
@@ -26,6 +32,11 @@ PAUSE_IMAGE="localhost/nodekit/pause:1"
 BUSYBOX_IMAGE="localhost/nodekit/busybox:1"
 START_TIMEOUT="${NODEKIT_CONTAINERD_START_TIMEOUT:-30}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CNI_PLUGINS="${NODEKIT_CNI_PLUGINS:-/usr/lib/cni}"
+# One bridge and subnet per state dir, so private instances side by side don't collide.
+DIR_HASH="$(printf '%s' "$DIR" | sha256sum | cut -c1-8)"
+CNI_BRIDGE="nk-$DIR_HASH"
+CNI_SUBNET="${NODEKIT_CNI_SUBNET:-10.$((0x${DIR_HASH:0:2} % 200 + 20)).$((0x${DIR_HASH:2:2})).0/24}"
 
 log() { echo "containerd.sh: $*" >&2; }
 
@@ -41,11 +52,13 @@ cmd_install() {
 	local need=()
 	command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || need+=(containerd)
 	command -v runc >/dev/null 2>&1 || need+=(runc)
+	[ -x "$CNI_PLUGINS/bridge" ] && [ -x "$CNI_PLUGINS/loopback" ] && [ -x "$CNI_PLUGINS/host-local" ] ||
+		need+=(containernetworking-plugins)
 	if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed'; then
 		need+=(busybox-static)
 	fi
 	if [ "${#need[@]}" -eq 0 ]; then
-		log "containerd, runc and busybox-static are installed"
+		log "containerd, runc, busybox-static and the CNI plugins are installed"
 		return 0
 	fi
 	if [ "$(id -u)" -ne 0 ]; then
@@ -112,9 +125,9 @@ disabled_plugins = [
     stats_collect_period = 10
 
     [plugins."io.containerd.grpc.v1.cri".cni]
-      # No CNI: only host-network pods run (NetworkReady stays false).
       bin_dir = "$DIR/cni/bin"
       conf_dir = "$DIR/cni/net.d"
+      max_conf_num = 1
 
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
@@ -126,6 +139,42 @@ disabled_plugins = [
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
           SystemdCgroup = false
           Root = "$RUNC_ROOT"
+EOF
+	write_cni
+}
+
+# write_cni links the plugins into the private bin dir and writes the bridge network.
+write_cni() {
+	local p
+	for p in bridge host-local loopback portmap; do
+		if [ -x "$CNI_PLUGINS/$p" ]; then
+			ln -sf "$CNI_PLUGINS/$p" "$DIR/cni/bin/$p"
+		fi
+	done
+	if [ ! -x "$DIR/cni/bin/bridge" ] || [ ! -x "$DIR/cni/bin/loopback" ]; then
+		log "no CNI plugins in $CNI_PLUGINS (run '$0 install'): only host-network pods will run"
+		rm -f "$DIR/cni/net.d/10-nodekit.conflist"
+		return 0
+	fi
+	cat >"$DIR/cni/net.d/10-nodekit.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "nodekit",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$CNI_BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$DIR/cni/ipam",
+        "ranges": [[{ "subnet": "$CNI_SUBNET" }]]
+      }
+    }
+  ]
+}
 EOF
 }
 
@@ -283,6 +332,10 @@ cmd_stop() {
 	while read -r mnt; do
 		umount -l "$mnt" 2>/dev/null || umount -f "$mnt" 2>/dev/null || true
 	done < <(awk -v d="$DIR" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-)
+	# The CNI bridge of this instance.
+	if command -v ip >/dev/null 2>&1 && ip link show "$CNI_BRIDGE" >/dev/null 2>&1; then
+		ip link delete "$CNI_BRIDGE" 2>/dev/null || true
+	fi
 	rm -rf "$DIR" 2>/dev/null || {
 		sleep 0.5
 		rm -rf "$DIR"
@@ -290,13 +343,53 @@ cmd_stop() {
 	log "stopped; removed $DIR"
 }
 
+# stop_daemon stops containerd and its shims, keeping the state dir (root, images, config).
+stop_daemon() {
+	local pid=""
+	[ -f "$PIDFILE" ] && pid="$(cat "$PIDFILE" 2>/dev/null || true)"
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		local i
+		for i in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	local shim
+	for shim in $(pids_using_socket); do
+		kill -KILL "$shim" 2>/dev/null || true
+	done
+	rm -f "$PIDFILE" "$SOCK" "$SOCK.ttrpc"
+}
+
+# cmd_restart is what a reboot does to the runtime: every container gone, containerd started
+# again; the images and the configuration stay.
+cmd_restart() {
+	if ! running; then
+		log "containerd is not running under $DIR: run '$0 start' first"
+		return 1
+	fi
+	kill_containers
+	stop_daemon
+	# A reboot empties the state dir (tmpfs on a real host): sandboxes' mounts and runc state go.
+	local mnt
+	while read -r mnt; do
+		umount -l "$mnt" 2>/dev/null || true
+	done < <(awk -v d="$DIR/state" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-)
+	rm -rf "$DIR/state" "$RUNC_ROOT" "$DIR/cni/ipam"
+	log "containerd stopped with every container removed; starting it again"
+	cmd_start
+}
+
 case "${1:-}" in
 install) cmd_install ;;
 start) cmd_start ;;
+restart) cmd_restart ;;
 stop) cmd_stop ;;
 env) env_lines ;;
 *)
-	echo "usage: $0 install|start|stop|env" >&2
+	echo "usage: $0 install|start|restart|stop|env" >&2
 	exit 2
 	;;
 esac
