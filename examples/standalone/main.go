@@ -35,6 +35,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/pleg"
 )
 
 //go:embed manifests/*.yaml
@@ -64,7 +65,11 @@ type options struct {
 	duration   time.Duration
 	verbose    bool
 	statusFile string
+	statusLog  string
 	evented    bool
+	// eventedSet: -evented-pleg was given on the command line.
+	eventedSet   bool
+	relistPeriod time.Duration
 }
 
 func main() {
@@ -76,12 +81,15 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level); otherwise only warnings")
 	flag.StringVar(&o.statusFile, "status-file", "", "write the pods' statuses as JSON to this file whenever they change")
-	flag.BoolVar(&o.evented, "evented-pleg", true, "follow the runtime's container events (CRI GetContainerEvents); falls back to relisting when the runtime lacks them (containerd 1.6)")
+	flag.StringVar(&o.statusLog, "status-log", "", "append one JSON line per pod status the agent reports (as its status manager delivers it, with the time) to this file")
+	flag.BoolVar(&o.evented, "evented-pleg", true, "follow the runtime's container events (CRI GetContainerEvents); falls back to relisting when the runtime lacks them (containerd 1.6); off by default with --relist-period")
+	flag.DurationVar(&o.relistPeriod, "relist-period", 0, "relist the runtime this often (the relisting PLEG's pause between relists); 0: the default (1s); turns --evented-pleg off unless it is given")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	flag.Visit(func(f *flag.Flag) { o.eventedSet = o.eventedSet || f.Name == "evented-pleg" })
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -130,6 +138,19 @@ func run(ctx context.Context, o options) error {
 		o.nodeName = strings.ToLower(h)
 	}
 
+	if o.relistPeriod < 0 {
+		return fmt.Errorf("--relist-period %v is negative", o.relistPeriod)
+	}
+	if o.relistPeriod > 0 {
+		if o.eventedSet && o.evented {
+			// An EventedPLEG that falls back to relisting sets its own
+			// period (pleg.DefaultRelistPeriod): the Builder has no option
+			// to change it yet.
+			return errors.New("--relist-period applies to the relisting PLEG only: give --evented-pleg=false (or leave it out)")
+		}
+		o.evented = false
+	}
+
 	b := nodekit.NewBuilder().
 		WithNodeName(o.nodeName).
 		WithManifestDir(o.manifests).
@@ -137,6 +158,14 @@ func run(ctx context.Context, o options) error {
 		WithLogger(log)
 	if o.evented {
 		b.WithEventedPLEG()
+	}
+	if o.statusLog != "" {
+		f, err := os.OpenFile(o.statusLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b.WithStatusSink(newLogSink(f))
 	}
 	runtimeName := o.endpoint
 	if o.endpoint == "" {
@@ -148,6 +177,9 @@ func run(ctx context.Context, o options) error {
 	agent, err := b.Build()
 	if err != nil {
 		return err
+	}
+	if o.relistPeriod > 0 {
+		agent.PLEG().SetRelistPeriod(o.relistPeriod, max(pleg.DefaultRelistThreshold, 10*o.relistPeriod))
 	}
 	fmt.Printf("nodekit standalone: node %s, runtime %s\nmanifests: %s\nroot: %s\n\n", o.nodeName, runtimeName, o.manifests, root)
 
