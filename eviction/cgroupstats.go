@@ -1,0 +1,462 @@
+package eviction
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// CgroupStatsConfig configures a CgroupStats.
+type CgroupStatsConfig struct {
+	// CgroupRoot is where the cgroup file systems are mounted (default
+	// "/sys/fs/cgroup"). A cgroup.controllers file there means the unified
+	// (v2) hierarchy; otherwise the v1 controllers are the directories
+	// memory/ and pids/ under it.
+	CgroupRoot string
+	// PodsCgroup is the pods cgroup relative to a hierarchy root, such as
+	// "kubepods" (cgroupfs: <pods>/pod<uid>, <pods>/burstable/pod<uid>,
+	// <pods>/besteffort/pod<uid>) or "kubepods.slice" (systemd:
+	// <pods>/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice).
+	// Empty: no pod and no allocatable memory stats.
+	PodsCgroup string
+	// AllocatableMemoryBytes is the capacity allocatableMemory.available
+	// is measured against; 0 means the pods cgroup's memory limit (capped
+	// at the node's MemTotal).
+	AllocatableMemoryBytes uint64
+	// NodeFsPath is a path on the node file system (the agent's root
+	// directory); empty means no nodefs stats. ImageFsPath is a path on a
+	// dedicated image file system; empty means images share NodeFs.
+	NodeFsPath, ImageFsPath string
+	// ProcRoot is where proc is mounted (default "/proc").
+	ProcRoot string
+	Clock    clock.Clock
+	Logger   *zap.Logger
+}
+
+// CgroupStats is a StatsProvider that reads the cgroup hierarchy, /proc and
+// statfs. It keeps no state between calls and is safe for concurrent use.
+//
+// Working set is usage minus inactive file pages, as cAdvisor counts it
+// (never below zero). Node memory: capacity is MemTotal from /proc/meminfo
+// and usage is the root cgroup's — on v1 memory.usage_in_bytes with
+// total_inactive_file from memory.stat; on v2, whose root has no
+// memory.current, anon + file from the root memory.stat (what runc's cgroup
+// library, and so cAdvisor and the kubelet, report for the v2 root) with
+// inactive_file. Available is capacity minus working set, never negative.
+// AllocatableMemory is measured the same way on the pods cgroup. Each pod
+// cgroup gives MemoryWorkingSetBytes and Processes (pids.current, or the
+// number of pids in cgroup.procs of the pod cgroup and all its
+// descendants when the pids controller is missing). PodStats.Containers
+// and disk usage are left empty: cgroups do not know container names or
+// disk use. PID: MaxPID is the smaller of kernel.pid_max and
+// kernel.threads-max, NumProcesses the number of scheduling entities
+// (threads) in /proc/loadavg, the count pid_max limits.
+type CgroupStats struct {
+	cfg    CgroupStatsConfig
+	log    *zap.Logger
+	statfs func(path string) (*FsStats, error)
+}
+
+// NewCgroupStats validates cfg and fills defaults; it does no I/O.
+func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if !filepath.IsAbs(cfg.CgroupRoot) {
+		return nil, fmt.Errorf("%w: CgroupRoot %q is not absolute", ErrInvalidConfig, cfg.CgroupRoot)
+	}
+	if !filepath.IsAbs(cfg.ProcRoot) {
+		return nil, fmt.Errorf("%w: ProcRoot %q is not absolute", ErrInvalidConfig, cfg.ProcRoot)
+	}
+	if cfg.PodsCgroup != "" {
+		p := strings.Trim(filepath.ToSlash(filepath.Clean("/"+cfg.PodsCgroup)), "/")
+		if p == "" || strings.Contains(cfg.PodsCgroup, "..") {
+			return nil, fmt.Errorf("%w: PodsCgroup %q is not a cgroup below the root", ErrInvalidConfig, cfg.PodsCgroup)
+		}
+		cfg.PodsCgroup = p
+	}
+	if cfg.ImageFsPath != "" && cfg.NodeFsPath == "" {
+		return nil, fmt.Errorf("%w: ImageFsPath is set without NodeFsPath", ErrInvalidConfig)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &CgroupStats{cfg: cfg, log: cfg.Logger.Named("eviction.stats"), statfs: statfs}, nil
+}
+
+var _ StatsProvider = (*CgroupStats)(nil)
+
+// hierarchy says where the memory and pids controllers are.
+type hierarchy struct {
+	v2           bool
+	memory, pids string // hierarchy roots (the same on v2)
+}
+
+func (s *CgroupStats) detect() (hierarchy, error) {
+	root := s.cfg.CgroupRoot
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		return hierarchy{v2: true, memory: root, pids: root}, nil
+	}
+	mem := filepath.Join(root, "memory")
+	if _, err := os.Stat(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
+		return hierarchy{}, fmt.Errorf("no cgroup v2 (%s) nor v1 memory controller (%s) under %s: %w",
+			"cgroup.controllers", "memory/memory.usage_in_bytes", root, err)
+	}
+	return hierarchy{memory: mem, pids: filepath.Join(root, "pids")}, nil
+}
+
+// Summary reads one observation of the node and its pods.
+func (s *CgroupStats) Summary(ctx context.Context) (*Summary, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h, err := s.detect()
+	if err != nil {
+		return nil, err
+	}
+	sum := &Summary{Time: s.cfg.Clock.Now()}
+	memTotal, err := s.memTotal()
+	if err != nil {
+		return nil, err
+	}
+	nodeWS, err := s.nodeWorkingSet(h)
+	if err != nil {
+		return nil, err
+	}
+	sum.Memory = memoryStats(memTotal, nodeWS)
+
+	if s.cfg.PodsCgroup != "" {
+		podsDir := filepath.Join(h.memory, s.cfg.PodsCgroup)
+		ws, err := cgroupWorkingSet(podsDir, h.v2)
+		if err != nil {
+			return nil, fmt.Errorf("pods cgroup: %w", err)
+		}
+		capacity := s.cfg.AllocatableMemoryBytes
+		if capacity == 0 {
+			limit, err := cgroupMemoryLimit(podsDir, h.v2)
+			if err != nil {
+				return nil, fmt.Errorf("pods cgroup: %w", err)
+			}
+			capacity = min(limit, memTotal)
+		}
+		sum.AllocatableMemory = memoryStats(capacity, ws)
+		pods, err := s.pods(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		sum.Pods = pods
+	}
+
+	if s.cfg.NodeFsPath != "" {
+		if sum.NodeFs, err = s.statfs(s.cfg.NodeFsPath); err != nil {
+			return nil, fmt.Errorf("nodefs: %w", err)
+		}
+		if s.cfg.ImageFsPath != "" {
+			if sum.ImageFs, err = s.statfs(s.cfg.ImageFsPath); err != nil {
+				return nil, fmt.Errorf("imagefs: %w", err)
+			}
+		}
+	}
+
+	if sum.PID, err = s.pidStats(); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// memoryStats: available = capacity - working set, never negative.
+func memoryStats(capacity, workingSet uint64) *MemoryStats {
+	avail := uint64(0)
+	if capacity > workingSet {
+		avail = capacity - workingSet
+	}
+	return &MemoryStats{AvailableBytes: avail, WorkingSetBytes: workingSet}
+}
+
+func (s *CgroupStats) memTotal() (uint64, error) {
+	file := filepath.Join(s.cfg.ProcRoot, "meminfo")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, fmt.Errorf("reading MemTotal: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, "MemTotal:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			break
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil || kb > math.MaxUint64/1024 {
+			return 0, fmt.Errorf("%s: bad MemTotal %q", file, strings.TrimSpace(rest))
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("%s: no MemTotal", file)
+}
+
+func (s *CgroupStats) nodeWorkingSet(h hierarchy) (uint64, error) {
+	if !h.v2 {
+		ws, err := cgroupWorkingSet(h.memory, false)
+		if err != nil {
+			return 0, fmt.Errorf("root memory cgroup: %w", err)
+		}
+		return ws, nil
+	}
+	st, err := readKeyValues(filepath.Join(h.memory, "memory.stat"))
+	if err != nil {
+		return 0, fmt.Errorf("root memory cgroup: %w", err)
+	}
+	anon, okA := st["anon"]
+	file, okF := st["file"]
+	if !okA || !okF {
+		return 0, fmt.Errorf("root memory cgroup: %s has no anon or file", filepath.Join(h.memory, "memory.stat"))
+	}
+	return sat(anon+file, st["inactive_file"]), nil
+}
+
+func sat(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// cgroupWorkingSet is usage - inactive file of the memory cgroup dir.
+func cgroupWorkingSet(dir string, v2 bool) (uint64, error) {
+	usageFile, inactiveKey := "memory.usage_in_bytes", "total_inactive_file"
+	if v2 {
+		usageFile, inactiveKey = "memory.current", "inactive_file"
+	}
+	usage, err := readUint(filepath.Join(dir, usageFile))
+	if err != nil {
+		return 0, err
+	}
+	st, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	return sat(usage, st[inactiveKey]), nil
+}
+
+func cgroupMemoryLimit(dir string, v2 bool) (uint64, error) {
+	name := "memory.limit_in_bytes"
+	if v2 {
+		name = "memory.max"
+	}
+	file := filepath.Join(dir, name)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "max" {
+		return math.MaxUint64, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: not a number: %q", file, v)
+	}
+	return n, nil
+}
+
+func readUint(file string) (uint64, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	v := strings.TrimSpace(string(b))
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: not a number: %q", file, v)
+	}
+	return n, nil
+}
+
+// readKeyValues parses a flat-keyed file ("key value" per line).
+func readKeyValues(file string) (map[string]uint64, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s is not a number: %q", file, f[0], f[1])
+		}
+		out[f[0]] = n
+	}
+	return out, nil
+}
+
+// podUID returns the UID a pod cgroup directory is named for: "pod<uid>"
+// (cgroupfs) or "<prefix>-pod<uid with _ for ->.slice" (systemd).
+func podUID(name string) (types.UID, bool) {
+	if rest, ok := strings.CutPrefix(name, "pod"); ok && rest != "" && !strings.HasSuffix(name, ".slice") {
+		return types.UID(rest), true
+	}
+	if base, ok := strings.CutSuffix(name, ".slice"); ok {
+		if i := strings.LastIndex(base, "-pod"); i >= 0 && i+4 < len(base) {
+			return types.UID(strings.ReplaceAll(base[i+4:], "_", "-")), true
+		}
+	}
+	return "", false
+}
+
+// pods lists the pod cgroups directly under the pods cgroup and under its
+// non-pod children (the QoS cgroups). A pod cgroup that vanishes while it
+// is read is skipped.
+func (s *CgroupStats) pods(ctx context.Context, h hierarchy) ([]PodStats, error) {
+	podsRel := filepath.FromSlash(s.cfg.PodsCgroup)
+	top := filepath.Join(h.memory, podsRel)
+	entries, err := os.ReadDir(top)
+	if err != nil {
+		return nil, fmt.Errorf("pods cgroup: %w", err)
+	}
+	type podDir struct {
+		uid types.UID
+		rel string // relative to a hierarchy root
+	}
+	var dirs []podDir
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if uid, ok := podUID(e.Name()); ok {
+			dirs = append(dirs, podDir{uid, filepath.Join(podsRel, e.Name())})
+			continue
+		}
+		sub, err := os.ReadDir(filepath.Join(top, e.Name()))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("pods cgroup: %w", err)
+		}
+		for _, se := range sub {
+			if uid, ok := podUID(se.Name()); ok && se.IsDir() {
+				dirs = append(dirs, podDir{uid, filepath.Join(podsRel, e.Name(), se.Name())})
+			}
+		}
+	}
+	out := make([]PodStats, 0, len(dirs))
+	for _, d := range dirs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ws, err := cgroupWorkingSet(filepath.Join(h.memory, d.rel), h.v2)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoDevice) {
+				s.log.Debug("pod cgroup vanished while read", zap.String("uid", string(d.uid)))
+				continue
+			}
+			return nil, fmt.Errorf("pod %s: %w", d.uid, err)
+		}
+		procs, err := s.podProcesses(h, d.rel)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoDevice) {
+				s.log.Debug("pod cgroup vanished while read", zap.String("uid", string(d.uid)))
+				continue
+			}
+			return nil, fmt.Errorf("pod %s: %w", d.uid, err)
+		}
+		out = append(out, PodStats{UID: d.uid, MemoryWorkingSetBytes: ws, Processes: procs})
+	}
+	return out, nil
+}
+
+// podProcesses is pids.current when the pids controller has the pod, else
+// the pids of cgroup.procs in the pod's memory cgroup and its descendants.
+func (s *CgroupStats) podProcesses(h hierarchy, rel string) (uint64, error) {
+	n, err := readUint(filepath.Join(h.pids, rel, "pids.current"))
+	if err == nil {
+		return n, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	dir := filepath.Join(h.memory, rel)
+	if _, err := os.Stat(dir); err != nil {
+		return 0, err
+	}
+	var count uint64
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path != dir {
+				return nil // a child cgroup went away
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path != dir {
+				return nil
+			}
+			return err
+		}
+		for _, l := range bytes.Fields(b) {
+			if len(l) > 0 {
+				count++
+			}
+		}
+		return nil
+	})
+	return count, err
+}
+
+func (s *CgroupStats) pidStats() (*PIDStats, error) {
+	pidMax, err := readUint(filepath.Join(s.cfg.ProcRoot, "sys", "kernel", "pid_max"))
+	if err != nil {
+		return nil, fmt.Errorf("reading pid_max: %w", err)
+	}
+	if threads, err := readUint(filepath.Join(s.cfg.ProcRoot, "sys", "kernel", "threads-max")); err == nil {
+		pidMax = min(pidMax, threads)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading threads-max: %w", err)
+	}
+	file := filepath.Join(s.cfg.ProcRoot, "loadavg")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading the number of processes: %w", err)
+	}
+	// "0.10 0.20 0.30 2/345 6789": running/total scheduling entities.
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return nil, fmt.Errorf("%s: want 5 fields, got %q", file, strings.TrimSpace(string(b)))
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	n, err := strconv.ParseUint(total, 10, 64)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("%s: bad process count %q", file, f[3])
+	}
+	return &PIDStats{MaxPID: pidMax, NumProcesses: n}, nil
+}
