@@ -7,7 +7,19 @@
 //	rcfg.EnvSources = objs // runtime.Config: configMapKeyRef / secretKeyRef / envFrom
 //
 // Every read is a GET: a node's credentials (the Node authorizer) may read
-// exactly the objects its pods reference. There is no cache yet.
+// exactly the objects its pods reference.
+//
+// Persisted (NewPersisted) does the same reads and keeps a copy of every
+// configMap and secret on disk (atomic, checksummed, 0600 files in 0700
+// directories), so an edge node whose API server is unreachable can still
+// start its pods after a reboot; Run refreshes the copies and removes the
+// ones no pod uses any more:
+//
+//	objs, err := apiserver.NewPersisted(apiserver.PersistConfig{
+//		Client: clientset, Dir: "/var/lib/agent/objects",
+//		Pods: agent.Pods, PodsReady: agent.PodConfig().SeenAllSources,
+//	})
+//	go objs.Run(ctx)
 package apiserver
 
 import (
