@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -231,6 +234,7 @@ func (s *Source) Replay(ctx context.Context) (bool, error) {
 
 // load reads the persisted set; nil, nil when there is none usable.
 func (s *Source) load() ([]*v1.Pod, error) {
+	s.removeLeftovers()
 	data, err := ckpt.ReadFS(s.fs, s.dir, s.file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -255,6 +259,26 @@ func (s *Source) load() ([]*v1.Pod, error) {
 		pods = append(pods, &list.Items[i])
 	}
 	return pods, nil
+}
+
+// removeLeftovers removes the temporary files of writes a crash
+// interrupted (".<file>.tmp-*"); the complete file is never among them.
+func (s *Source) removeLeftovers() {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	prefix := "." + s.file + ".tmp-"
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		if err := s.fs.Remove(filepath.Join(s.dir, e.Name())); err != nil {
+			s.log.Warn("cannot remove the leftover of an interrupted write", zap.String("file", e.Name()), zap.Error(err))
+			continue
+		}
+		s.log.Info("removed the leftover of an interrupted write", zap.String("file", e.Name()))
+	}
 }
 
 func (s *Source) setAside(cause error) {
