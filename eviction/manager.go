@@ -50,6 +50,16 @@ type Config struct {
 	// Thresholds to enforce (ParseThresholds). Empty: the manager does
 	// nothing and never reports pressure.
 	Thresholds []Threshold
+	// EnforceAllocatable adds an allocatableMemory.available hard
+	// threshold for each hard memory.available one
+	// (WithAllocatableThresholds), as the kubelet does when node
+	// allocatable is enforced on pods. Set it when the pods cgroup is
+	// limited to the node's allocatable memory.
+	EnforceAllocatable bool
+	// Notifiers wake Run for a cycle at once when memory may have crossed
+	// a threshold (a memcg threshold notifier); each is re-armed with
+	// UpdateThreshold after every cycle that observed memory.
+	Notifiers []ThresholdNotifier
 	// Stats is required.
 	Stats StatsProvider
 	// ActivePods lists the pods that may be evicted; required.
@@ -79,6 +89,7 @@ type Manager struct {
 	log       *zap.Logger
 	evictions *prometheus.CounterVec
 	running   atomic.Bool
+	trigger   chan struct{} // one pending extra cycle
 
 	syncMu sync.Mutex // one cycle at a time
 
@@ -107,6 +118,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.KillPod == nil {
 		errs = append(errs, fmt.Errorf("%w: KillPod is nil", ErrInvalidConfig))
+	}
+	for i, n := range cfg.Notifiers {
+		if n == nil {
+			errs = append(errs, fmt.Errorf("%w: Notifiers[%d] is nil", ErrInvalidConfig, i))
+		}
 	}
 	for i, t := range cfg.Thresholds {
 		if !t.Signal.Valid() || (t.Value.Quantity == nil && (t.Value.Percentage <= 0 || t.Value.Percentage > 1)) || t.GracePeriod < 0 {
@@ -141,12 +157,17 @@ func New(cfg Config) (*Manager, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	cfg.Thresholds = slices.Clone(cfg.Thresholds)
+	if cfg.EnforceAllocatable {
+		cfg.Thresholds = WithAllocatableThresholds(cfg.Thresholds)
+	}
+	cfg.Notifiers = slices.Clone(cfg.Notifiers)
 	m := &Manager{
 		cfg:                  cfg,
 		log:                  cfg.Logger.Named("eviction"),
 		firstObservedAt:      map[string]firstSeen{},
 		conditionLastSeen:    map[v1.NodeConditionType]time.Time{},
 		lastObservationTimes: map[Signal]time.Time{},
+		trigger:              make(chan struct{}, 1),
 	}
 	if cfg.Registerer != nil {
 		m.evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -253,6 +274,13 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 	}
 	if summary == nil {
 		return nil, fmt.Errorf("%w: nil summary", ErrStats)
+	}
+	if summary.Memory != nil || summary.AllocatableMemory != nil {
+		for i, n := range m.cfg.Notifiers {
+			if err := n.UpdateThreshold(summary); err != nil {
+				m.log.Warn("re-arming a threshold notifier failed", zap.Int("notifier", i), zap.Error(err))
+			}
+		}
 	}
 	obs := observe(summary)
 	now := m.cfg.Clock.Now()
@@ -457,14 +485,32 @@ func evictionMessage(res v1.ResourceName, pod *v1.Pod, st *PodStats, ts []Thresh
 	return msg
 }
 
-// Run calls SyncOnce every Interval until ctx is done; it returns ctx's
-// error after the loop exits. Cycle errors are logged.
+// Run calls SyncOnce at once, then every Interval and whenever Trigger is
+// called or a notifier reports a crossing, until ctx is done. It starts
+// each of Config.Notifiers' Run and returns ctx's error once they and the
+// loop have exited. Cycle and notifier errors are logged. Triggers are
+// coalesced: any number of them while a cycle runs give one more cycle.
 func (m *Manager) Run(ctx context.Context) error {
 	if !m.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer m.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i, n := range m.cfg.Notifiers {
+		wg.Go(func() {
+			if err := n.Run(ctx, m.Trigger); err != nil && ctx.Err() == nil {
+				m.log.Error("threshold notifier stopped; cycles continue every interval", zap.Int("notifier", i), zap.Error(err))
+			}
+		})
+	}
 	for {
+		select { // a trigger pending now is served by this cycle
+		case <-m.trigger:
+		default:
+		}
 		if _, err := m.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			m.log.Error("eviction cycle failed", zap.Error(err))
 		}
@@ -474,9 +520,26 @@ func (m *Manager) Run(ctx context.Context) error {
 			t.Stop()
 			return ctx.Err()
 		case <-t.C():
+		case <-m.trigger:
+			t.Stop()
+			m.log.Debug("cycle triggered")
 		}
 	}
 }
+
+// Trigger asks Run for a cycle now. It never blocks; triggers that come
+// before that cycle starts are merged into it. Without Run it does nothing
+// until Run starts (whose first cycle is immediate anyway).
+func (m *Manager) Trigger() {
+	select {
+	case m.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Thresholds returns the thresholds enforced (with any derived
+// allocatableMemory.available ones).
+func (m *Manager) Thresholds() []Threshold { return slices.Clone(m.cfg.Thresholds) }
 
 // NodeConditions returns the pressure conditions now reported (held for
 // the transition period), in the order MemoryPressure, DiskPressure,
