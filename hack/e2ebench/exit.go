@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// exitRun is what one relist period measured with o.exitPods pods.
+type exitRun struct {
+	Period   time.Duration `json:"period_ns"`
+	Pods     int           `json:"pods"`
+	IdleCPU  time.Duration `json:"idle_cpu_ns"`
+	IdleWall time.Duration `json:"idle_window_ns"`
+	// Latencies: the container's finishedAt to the agent's report.
+	Latencies []time.Duration `json:"latencies_ns"`
+	// AgentLatencies: the first time the runtime answered ContainerStatus
+	// with the container exited (polled every 10ms from the exec's return)
+	// to the agent's report: the agent's part of Latencies, give or take
+	// the poll.
+	AgentLatencies []time.Duration `json:"agent_latencies_ns"`
+	Samples        []exitSample    `json:"samples"`
+	Missing        int             `json:"missing"` // exits the agent never reported before the deadline
+}
+
+// exitSample is one container exit.
+type exitSample struct {
+	Pod         string    `json:"pod"`
+	ContainerID string    `json:"containerID"`
+	FinishedAt  time.Time `json:"finishedAt"`       // the runtime's
+	VisibleAt   time.Time `json:"runtimeVisibleAt"` // first ContainerStatus saying exited
+	ReportedAt  time.Time `json:"agentReportedAt"`  // zero: never
+}
+
+func (r exitRun) idlePercent() float64 {
+	if r.IdleWall <= 0 {
+		return 0
+	}
+	return 100 * r.IdleCPU.Seconds() / r.IdleWall.Seconds()
+}
+
+// statusLine is the part of a standalone --status-log line read here.
+type statusLine struct {
+	Time       time.Time `json:"time"`
+	Name       string    `json:"name"`
+	Containers []struct {
+		ContainerID      string `json:"containerID"`
+		State            string `json:"state"`
+		LastTerminatedID string `json:"lastTerminatedID"`
+	} `json:"containers"`
+}
+
+// firstExitSeen returns, per container ID, the time of the first status-log
+// line that shows the container not running any more (terminated, or the
+// previous instance of a restarted container).
+func firstExitSeen(data []byte, ids map[string]bool) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var l statusLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("status log: %q: %w", sc.Text(), err)
+		}
+		for _, c := range l.Containers {
+			var id string
+			switch {
+			case c.State == "terminated":
+				id = trimScheme(c.ContainerID)
+			case c.LastTerminatedID != "":
+				id = trimScheme(c.LastTerminatedID)
+			}
+			if id == "" || !ids[id] {
+				continue
+			}
+			if t, ok := out[id]; !ok || l.Time.Before(t) {
+				out[id] = l.Time
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+func trimScheme(id string) string {
+	if _, rest, ok := strings.Cut(id, "://"); ok {
+		return rest
+	}
+	return id
+}
+
+// measureExits runs the exit-visibility case for one relist period.
+func measureExits(ctx context.Context, o options, c *cri, bin, work string, period time.Duration, logf func(string, ...any)) (exitRun, error) {
+	r := exitRun{Period: period, Pods: o.exitPods}
+	a, err := startAgent(ctx, o, bin, work, "--relist-period", period.String(), "--evented-pleg=false")
+	if err != nil {
+		return r, err
+	}
+	defer a.kill()
+	publish, _, err := stageManifests(a.manifests, "exit", o.image, "Never", o.exitPods)
+	if err != nil {
+		return r, err
+	}
+	if err := publish(); err != nil {
+		return r, err
+	}
+	if _, err := c.waitRunning(ctx, o.exitPods, o.poll, o.timeout); err != nil {
+		return r, a.fail(err)
+	}
+	logf("  relist %s: %d pods running; settling %s, then %s idle", period, o.exitPods, o.settle, o.idleWindow)
+	if err := pause(ctx, o.settle); err != nil {
+		return r, err
+	}
+
+	// Idle: nothing changes; the agent relists and keeps its pods.
+	cpu0, err := procCPU(a.pid())
+	if err != nil {
+		return r, err
+	}
+	w0 := time.Now()
+	if err := pause(ctx, o.idleWindow); err != nil {
+		return r, err
+	}
+	cpu1, err := procCPU(a.pid())
+	if err != nil {
+		return r, err
+	}
+	r.IdleWall, r.IdleCPU = time.Since(w0), cpu1-cpu0
+	if err := a.alive(); err != nil {
+		return r, err
+	}
+
+	// Exits at random times over the spread, so they fall at every phase
+	// of the relist period: each container's shell gets SIGTERM (an exec of
+	// kill in the container) and exits 0 on its own.
+	cs, err := c.runningContainers(ctx)
+	if err != nil {
+		return r, err
+	}
+	if len(cs) != o.exitPods {
+		return r, fmt.Errorf("%d containers running before the exits, want %d", len(cs), o.exitPods)
+	}
+	logf("  relist %s: idle CPU %.2f%% of a core; %d exits over %s", period, r.idlePercent(), len(cs), o.exitSpread)
+	finished := make([]time.Time, len(cs))
+	visible := make([]time.Time, len(cs))
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, ct := range cs {
+		at := time.Duration(rand.Int64N(int64(o.exitSpread)))
+		wg.Go(func() {
+			if err := pause(ctx, at-time.Since(start)); err != nil {
+				errs[i] = err
+				return
+			}
+			finished[i], visible[i], errs[i] = exitContainer(ctx, c, ct.Id)
+		})
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for i, ct := range cs {
+		if errs[i] != nil {
+			return r, errs[i]
+		}
+		ids[ct.Id] = true
+	}
+
+	// The agent's reports, from its status log.
+	deadline := time.Now().Add(max(30*time.Second, 10*period))
+	var seen map[string]time.Time
+	for {
+		data, err := os.ReadFile(a.statusLog)
+		if err != nil {
+			return r, err
+		}
+		if seen, err = firstExitSeen(data, ids); err != nil {
+			return r, err
+		}
+		if len(seen) == len(ids) || time.Now().After(deadline) {
+			break
+		}
+		if err := pause(ctx, 100*time.Millisecond); err != nil {
+			return r, err
+		}
+	}
+	for i, ct := range cs {
+		t, ok := seen[ct.Id]
+		r.Samples = append(r.Samples, exitSample{Pod: ct.Labels[labelPodName], ContainerID: ct.Id,
+			FinishedAt: finished[i], VisibleAt: visible[i], ReportedAt: t})
+		if !ok {
+			r.Missing++
+			continue
+		}
+		r.Latencies = append(r.Latencies, t.Sub(finished[i]))
+		r.AgentLatencies = append(r.AgentLatencies, t.Sub(visible[i]))
+	}
+	if err := a.removeManifests(); err != nil {
+		return r, err
+	}
+	if _, err := c.waitStopped(ctx, 50*time.Millisecond, o.timeout); err != nil {
+		return r, a.fail(err)
+	}
+	return r, a.stop()
+}
+
+// exitContainer makes the container's shell exit (SIGTERM from an exec in
+// the container) and returns when it finished, as the runtime reports it,
+// and when the runtime first answered that it had.
+func exitContainer(ctx context.Context, c *cri, id string) (finished, visible time.Time, err error) {
+	ectx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	// The exec may fail as the container stops under it: what counts is
+	// the container's state below.
+	_, execErr := c.rt.ExecSync(ectx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"kill", "-TERM", "1"}, Timeout: 10})
+	for {
+		st, err := c.rt.ContainerStatus(ectx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			return finished, visible, fmt.Errorf("ContainerStatus %s: %w", id, err)
+		}
+		if s := st.GetStatus(); s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+			return time.Unix(0, s.FinishedAt), time.Now(), nil
+		}
+		if err := pause(ectx, 10*time.Millisecond); err != nil {
+			return finished, visible, fmt.Errorf("container %s did not exit (exec: %v): %w", id, execErr, err)
+		}
+	}
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// workDir makes a fresh subdirectory.
+func workDir(root, name string) (string, error) {
+	d := filepath.Join(root, name)
+	return d, os.MkdirAll(d, 0o755)
+}
