@@ -12,6 +12,13 @@ import (
 // without jitter, so tests are exact). A key's delay starts at initial and
 // doubles on each next() up to max; an entry not updated for 2*max is
 // forgotten, which resets the delay.
+//
+// Wall-clock jumps never stretch a wait beyond the key's delay (at most
+// max): when the clock reads earlier than the time a wait counts from (it
+// was set back, or an appliance booted in 1970 and NTP moved it on and
+// back), the wait is counted from the moment that was noticed instead; an
+// entry whose last failure is more than 2*max away in either direction is
+// forgotten, as an old one is.
 type backoff struct {
 	clock        clock.PassiveClock
 	initial, max time.Duration
@@ -25,6 +32,9 @@ type backoffEntry struct {
 	lastUpdate time.Time
 	// lastErr is the message of the failure that started this window (image pulls).
 	lastErr string
+	// anchor replaces anchorFor, an event time the clock reads as in the
+	// future, as the start of the wait (see inBackOffSince).
+	anchorFor, anchor time.Time
 }
 
 func newBackoff(c clock.PassiveClock, initial, max time.Duration) *backoff {
@@ -32,7 +42,8 @@ func newBackoff(c clock.PassiveClock, initial, max time.Duration) *backoff {
 }
 
 func (b *backoff) expired(eventTime time.Time, e *backoffEntry) bool {
-	return eventTime.Sub(e.lastUpdate) > 2*b.max
+	gap := eventTime.Sub(e.lastUpdate)
+	return gap > 2*b.max || gap < -2*b.max
 }
 
 // next records a failure at eventTime: starts or doubles the delay.
@@ -59,7 +70,15 @@ func (b *backoff) inBackOffSince(key string, eventTime time.Time) (bool, time.Du
 	if !ok || b.expired(eventTime, e) {
 		return false, 0
 	}
-	return b.clock.Since(eventTime) < e.delay, e.delay
+	now := b.clock.Now()
+	elapsed := now.Sub(eventTime)
+	if elapsed < 0 { // eventTime is "in the future": the clock went back
+		if !e.anchorFor.Equal(eventTime) || now.Before(e.anchor) {
+			e.anchorFor, e.anchor = eventTime, now
+		}
+		elapsed = now.Sub(e.anchor)
+	}
+	return elapsed < e.delay, e.delay
 }
 
 // inBackOffSinceUpdate: is now within the delay counted from the last failure?
@@ -70,6 +89,9 @@ func (b *backoff) inBackOffSinceUpdate(key string) (in bool, delay time.Duration
 	now := b.clock.Now()
 	if !ok || b.expired(now, e) {
 		return false, 0, ""
+	}
+	if now.Before(e.lastUpdate) { // the clock went back: count from now
+		e.lastUpdate = now
 	}
 	return now.Sub(e.lastUpdate) < e.delay, e.delay, e.lastErr
 }
