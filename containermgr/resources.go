@@ -1,6 +1,8 @@
 package containermgr
 
 import (
+	"github.com/nodekit/nodekit/internal/qos"
+
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -93,56 +95,7 @@ func CPUWeight(shares uint64) uint64 {
 // memory). Guaranteed: everything limits cpu and memory and requests (when
 // given) equal the limits; BestEffort: no cpu or memory request or limit
 // anywhere; Burstable otherwise.
-func QOSClass(pod *v1.Pod) v1.PodQOSClass {
-	if pod == nil {
-		return v1.PodQOSBestEffort
-	}
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	var req, lim [2]int64 // cpu milli, memory bytes
-	var reqSet, limSet [2]bool
-	guaranteed := true
-	add := func(rl v1.ResourceList, into *[2]int64, set *[2]bool) (cpu, mem bool) {
-		if q, ok := rl[v1.ResourceCPU]; ok && q.Sign() > 0 {
-			into[0] += q.MilliValue()
-			set[0], cpu = true, true
-		}
-		if q, ok := rl[v1.ResourceMemory]; ok && q.Sign() > 0 {
-			into[1] += q.Value()
-			set[1], mem = true, true
-		}
-		return cpu, mem
-	}
-	if podLevelSet(pod) {
-		add(pod.Spec.Resources.Requests, &req, &reqSet)
-		cpu, mem := add(pod.Spec.Resources.Limits, &lim, &limSet)
-		guaranteed = cpu && mem
-	} else {
-		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-			for i := range cs {
-				add(cs[i].Resources.Requests, &req, &reqSet)
-				if cpu, mem := add(cs[i].Resources.Limits, &lim, &limSet); !cpu || !mem {
-					guaranteed = false
-				}
-			}
-		}
-	}
-	if !reqSet[0] && !reqSet[1] && !limSet[0] && !limSet[1] {
-		return v1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for i := range 2 {
-			if reqSet[i] && (!limSet[i] || req[i] != lim[i]) {
-				guaranteed = false
-			}
-		}
-	}
-	if guaranteed {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
+func QOSClass(pod *v1.Pod) v1.PodQOSClass { return qos.Class(pod) }
 
 // podLevelSet reports whether the pod sets pod-level cpu or memory.
 func podLevelSet(pod *v1.Pod) bool {

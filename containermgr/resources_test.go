@@ -171,7 +171,7 @@ func TestQOSClass(t *testing.T) {
 		{podWith(ctr(nil, nil)), v1.PodQOSBestEffort},
 		{podWith(ctr(rl("1", ""), nil)), v1.PodQOSBurstable},
 		{podWith(ctr(rl("1", "1Gi"), rl("1", "1Gi"))), v1.PodQOSGuaranteed},
-		{podWith(ctr(nil, rl("1", "1Gi"))), v1.PodQOSGuaranteed},
+		{podWith(ctr(nil, rl("1", "1Gi"))), v1.PodQOSBurstable}, // limits only, not defaulted
 		{podWith(ctr(rl("1", "1Gi"), rl("2", "1Gi"))), v1.PodQOSBurstable},
 		{podWith(ctr(rl("1", "1Gi"), rl("1", "1Gi")), ctr(nil, nil)), v1.PodQOSBurstable},
 		{&v1.Pod{Status: v1.PodStatus{QOSClass: v1.PodQOSBestEffort}, Spec: v1.PodSpec{Containers: []v1.Container{ctr(rl("1", ""), nil)}}}, v1.PodQOSBestEffort},

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"github.com/nodekit/nodekit/internal/qos"
+
 	"fmt"
 	"math"
 	"sort"
@@ -82,80 +84,8 @@ func isQoSResource(name v1.ResourceName) bool {
 	return name == v1.ResourceCPU || name == v1.ResourceMemory
 }
 
-// addPositive adds the positive QoS quantities of from into into and reports
-// which QoS resources were positive.
-func addPositive(into v1.ResourceList, from v1.ResourceList) (cpu, mem bool) {
-	for name, q := range from {
-		if !isQoSResource(name) || q.Sign() <= 0 {
-			continue
-		}
-		if name == v1.ResourceCPU {
-			cpu = true
-		} else {
-			mem = true
-		}
-		sum := q.DeepCopy()
-		if prev, ok := into[name]; ok {
-			sum.Add(prev)
-		}
-		into[name] = sum
-	}
-	return cpu, mem
-}
-
-// qosClass computes a pod's QoS class as the API server does: status.qosClass
-// when already set, else from the requests and limits (pod-level resources
-// when the pod sets them, else every init and regular container's).
-//   - BestEffort: no cpu/memory request or limit anywhere.
-//   - Guaranteed: every container (or the pod level) limits cpu and memory,
-//     and the summed requests equal the summed limits for both.
-//   - Burstable: anything else.
-func qosClass(pod *v1.Pod) v1.PodQOSClass {
-	if pod == nil {
-		return v1.PodQOSBestEffort
-	}
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	if pod.Spec.Resources != nil && (len(pod.Spec.Resources.Requests) > 0 || len(pod.Spec.Resources.Limits) > 0) {
-		addPositive(requests, pod.Spec.Resources.Requests)
-		if len(pod.Spec.Resources.Limits) > 0 {
-			cpu, mem := addPositive(limits, pod.Spec.Resources.Limits)
-			if !cpu || !mem {
-				guaranteed = false
-			}
-		}
-	} else {
-		visit := func(cs []v1.Container) {
-			for i := range cs {
-				addPositive(requests, cs[i].Resources.Requests)
-				cpu, mem := addPositive(limits, cs[i].Resources.Limits)
-				if !cpu || !mem {
-					guaranteed = false
-				}
-			}
-		}
-		visit(pod.Spec.Containers)
-		visit(pod.Spec.InitContainers)
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
+// qosClass is the pod's QoS class (internal/qos).
+func qosClass(pod *v1.Pod) v1.PodQOSClass { return qos.Class(pod) }
 
 // isCriticalPod: static, mirror, or priority >= system-critical.
 func isCriticalPod(pod *v1.Pod) bool {

@@ -1,6 +1,8 @@
 package syncloop
 
 import (
+	"github.com/nodekit/nodekit/internal/qos"
+
 	"net/netip"
 	"sort"
 	"time"
@@ -754,69 +756,5 @@ func statusIsMirrorPod(pod *v1.Pod) bool {
 	return ok
 }
 
-// statusQOSClass is the pod's QoS class: the one its status already
-// carries (the class never changes), else computed from the cpu and memory
-// requests and limits of its containers (init containers included), or of
-// the pod itself when it declares pod-level resources. Guaranteed: every
-// container limits both cpu and memory and the summed requests equal the
-// summed limits; BestEffort: no request or limit at all; else Burstable.
-func statusQOSClass(pod *v1.Pod) v1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	add := func(dst v1.ResourceList, src v1.ResourceList) (cpu, mem bool) {
-		for name, q := range src {
-			if name != v1.ResourceCPU && name != v1.ResourceMemory {
-				continue
-			}
-			if q.Sign() != 1 {
-				continue
-			}
-			sum := q.DeepCopy()
-			if prev, ok := dst[name]; ok {
-				sum.Add(prev)
-			}
-			dst[name] = sum
-			if name == v1.ResourceCPU {
-				cpu = true
-			} else {
-				mem = true
-			}
-		}
-		return cpu, mem
-	}
-	if pod.Spec.Resources != nil {
-		add(requests, pod.Spec.Resources.Requests)
-		if len(pod.Spec.Resources.Limits) > 0 {
-			if cpu, mem := add(limits, pod.Spec.Resources.Limits); !cpu || !mem {
-				guaranteed = false
-			}
-		}
-	} else {
-		for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-			for i := range list {
-				add(requests, list[i].Resources.Requests)
-				if cpu, mem := add(limits, list[i].Resources.Limits); !cpu || !mem {
-					guaranteed = false
-				}
-			}
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
+// statusQOSClass is the pod's QoS class for its status (internal/qos).
+func statusQOSClass(pod *v1.Pod) v1.PodQOSClass { return qos.Class(pod) }
