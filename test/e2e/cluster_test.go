@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ import (
 
 // TestClusterAgainstAPIServer runs an in-process agent on containerd joined
 // to a real kube-apiserver with the node's credential: the node registers
-// and reports its Ready condition; a pod the admin binds to the node runs and reaches
+// and goes Ready; a pod the admin binds to the node runs and reaches
 // Running in the API server; deleting it stops its containers and the pod
 // object goes away; a static pod shows up as a mirror pod owned by the Node, is replaced when
 // deleted, and goes away with its manifest.
@@ -138,17 +137,17 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 	}()
 	go agent.Run(runCtx)
 
-	// The hack containerd has no CNI: NetworkReady is false, so the node
-	// reports Ready=False (KubeletNotReady), as the kubelet would; host
-	// network pods still run.
-	nsPoll(t, 60*time.Second, "node registered with a Ready condition", func() (bool, string) {
+	// The node registers and goes Ready: hack/containerd.sh gives the
+	// runtime a CNI config, so it reports NetworkReady, and the PLEG is
+	// healthy. The reasons are the kubelet's.
+	nsPoll(t, 60*time.Second, "node registered and Ready", func() (bool, string) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue || strings.Contains(c.Message, "network is not ready"), c.Reason + ": " + c.Message
+				return c.Status == v1.ConditionTrue && c.Reason == "KubeletReady", string(c.Status) + " " + c.Reason + ": " + c.Message
 			}
 		}
 		return false, "no Ready condition"
