@@ -1,16 +1,16 @@
 package runtime
 
 import (
+	"github.com/nodekit/nodekit/internal/downward"
+
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // EnvSourceGetter fetches the ConfigMaps and Secrets that a container's env
@@ -334,9 +334,9 @@ func (b *configBuilder) fieldRefValue(in containerInput, path string) (string, e
 	case "metadata.uid":
 		return string(pod.UID), nil
 	case "metadata.labels":
-		return formatMap(pod.Labels), nil
+		return downward.FormatMap(pod.Labels), nil
 	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
+		return downward.FormatMap(pod.Annotations), nil
 	case "spec.nodeName":
 		if pod.Spec.NodeName != "" {
 			return pod.Spec.NodeName, nil
@@ -393,90 +393,20 @@ func subscript(path, prefix string) (string, bool) {
 	return k, ok
 }
 
-// formatMap writes a map as sorted key="value" lines (the downward API form).
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			sb.WriteByte('\n')
-		}
-		sb.WriteString(k)
-		sb.WriteByte('=')
-		sb.WriteString(strconv.Quote(m[k]))
-	}
-	return sb.String()
-}
-
-// resourceFieldRefValue resolves limits./requests. cpu, memory,
-// ephemeral-storage and hugepages-<size> of a container (the one named by
-// containerName, else this one), divided by the divisor and rounded up.
-// A missing cpu, memory or ephemeral-storage limit reads as the node's
-// allocatable amount when Config.NodeAllocatable is set.
+// resourceFieldRefValue resolves a resourceFieldRef (internal/downward)
+// against this container or the one it names. A limit the container does
+// not set reads as the node's allocatable amount when Config.NodeAllocatable
+// is set, else as 0.
 func (b *configBuilder) resourceFieldRefValue(in containerInput, ref *v1.ResourceFieldSelector) (string, error) {
 	c := in.Container
 	if ref.ContainerName != "" && ref.ContainerName != c.Name {
-		c = nil
-		for _, list := range [][]v1.Container{in.Pod.Spec.Containers, in.Pod.Spec.InitContainers} {
-			for i := range list {
-				if list[i].Name == ref.ContainerName {
-					c = &list[i]
-				}
-			}
-		}
-		if c == nil {
+		if c = downward.Container(in.Pod, ref.ContainerName); c == nil {
 			return "", fmt.Errorf("resourceFieldRef: container %q not found", ref.ContainerName)
 		}
 	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("unsupported resourceFieldRef resource %q", ref.Resource)
+	allocatable := b.cfg.NodeAllocatable
+	if allocatable == nil {
+		allocatable = func() v1.ResourceList { return nil }
 	}
-	rn := v1.ResourceName(name)
-	switch {
-	case rn == v1.ResourceCPU, rn == v1.ResourceMemory, rn == v1.ResourceEphemeralStorage:
-	case strings.HasPrefix(name, v1.ResourceHugePagesPrefix):
-	default:
-		return "", fmt.Errorf("unsupported resourceFieldRef resource %q", ref.Resource)
-	}
-	var q resource.Quantity
-	if kind == "limits" {
-		if v, ok := c.Resources.Limits[rn]; ok && !v.IsZero() {
-			q = v
-		} else if b.cfg.NodeAllocatable != nil && !strings.HasPrefix(name, v1.ResourceHugePagesPrefix) {
-			q = b.cfg.NodeAllocatable()[rn]
-		}
-	} else {
-		q = c.Resources.Requests[rn]
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if divisor.Sign() < 0 {
-		return "", fmt.Errorf("resourceFieldRef %q: negative divisor", ref.Resource)
-	}
-	var num, den int64
-	if rn == v1.ResourceCPU {
-		num, den = milliOf(&q), divisor.MilliValue()
-	} else {
-		num, den = q.Value(), divisor.Value()
-	}
-	if den <= 0 {
-		return "", fmt.Errorf("resourceFieldRef %q: divisor out of range", ref.Resource)
-	}
-	return strconv.FormatInt(ceilDiv(num, den), 10), nil
-}
-
-// ceilDiv is ceil(a/b) for b > 0, without overflow.
-func ceilDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a > 0 {
-		q++
-	}
-	return q
+	return downward.ResourceValue(c, ref, allocatable)
 }

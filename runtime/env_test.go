@@ -306,14 +306,6 @@ func TestCfgEnvResourceFieldRefs(t *testing.T) {
 	}
 }
 
-func TestCfgCeilDiv(t *testing.T) {
-	for _, tc := range []struct{ a, b, want int64 }{{0, 1, 0}, {1, 1, 1}, {1, 2, 1}, {3, 2, 2}, {4, 2, 2}, {-3, 2, -1}, {1<<62 + 1, 1 << 62, 2}} {
-		if got := ceilDiv(tc.a, tc.b); got != tc.want {
-			t.Errorf("ceilDiv(%d,%d) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 func TestCfgEnvSourcesMissing(t *testing.T) {
 	yes := true
 	cmKey := func(name, key string, opt *bool) v1.EnvVar {

@@ -1,14 +1,13 @@
 package volumemgr
 
 import (
+	"github.com/nodekit/nodekit/internal/downward"
+
 	"context"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // downwardAPIPlugin projects pod metadata and container resources as files
@@ -103,9 +102,9 @@ func podFieldValue(pod *v1.Pod, fieldPath string) (string, error) {
 	case "metadata.uid":
 		return string(pod.UID), nil
 	case "metadata.labels":
-		return formatMap(pod.Labels), nil
+		return downward.FormatMap(pod.Labels), nil
 	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
+		return downward.FormatMap(pod.Annotations), nil
 	}
 	return "", fmt.Errorf("%w: fieldPath %q", ErrUnsupportedVolume, truncForError(fieldPath))
 }
@@ -119,81 +118,17 @@ func subscript(fp string) (string, string, bool) {
 	return fp[:open], fp[open+2 : len(fp)-2], true
 }
 
-// formatMap renders a map as sorted `key="value"` lines (Go quoting).
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(m[k]))
-	}
-	return b.String()
-}
-
-// resourceFieldValue renders a container's limit or request divided by the
-// divisor (rounded up). Limits a container does not set are the node's
-// allocatable, as the kubelet reports them.
+// resourceFieldValue resolves a resourceFieldRef (internal/downward). Limits
+// a container does not set are the node's allocatable, as the kubelet
+// reports them; an error when that is unknown.
 func (c *pluginsConfig) resourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector) (string, error) {
-	var ctr *v1.Container
-	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			if list[i].Name == ref.ContainerName {
-				ctr = &list[i]
-			}
-		}
-	}
+	ctr := downward.Container(pod, ref.ContainerName)
 	if ctr == nil {
 		return "", fmt.Errorf("%w: container %q not found in pod", ErrUnsupportedVolume, ref.ContainerName)
 	}
-	kind, res, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("%w: resource %q", ErrUnsupportedVolume, ref.Resource)
+	v, err := downward.ResourceValue(ctr, ref, c.NodeAllocatable)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnsupportedVolume, err)
 	}
-	name := v1.ResourceName(res)
-	switch {
-	case name == v1.ResourceCPU, name == v1.ResourceMemory, name == v1.ResourceEphemeralStorage,
-		strings.HasPrefix(res, v1.ResourceHugePagesPrefix):
-	default:
-		return "", fmt.Errorf("%w: resource %q", ErrUnsupportedVolume, ref.Resource)
-	}
-	var q resource.Quantity
-	if kind == "limits" {
-		if v, ok := ctr.Resources.Limits[name]; ok && !v.IsZero() {
-			q = v
-		} else if name == v1.ResourceCPU || name == v1.ResourceMemory || name == v1.ResourceEphemeralStorage {
-			if c.NodeAllocatable == nil {
-				return "", fmt.Errorf("%w: container %q has no %s limit and node allocatable is unknown", ErrUnsupportedVolume, ctr.Name, res)
-			}
-			q = c.NodeAllocatable()[name]
-		}
-	} else {
-		q = ctr.Resources.Requests[name]
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if name == v1.ResourceCPU {
-		return ceilDiv(q.MilliValue(), divisor.MilliValue()), nil
-	}
-	return ceilDiv(q.Value(), divisor.Value()), nil
-}
-
-// ceilDiv renders ceil(a/b) for a ≥ 0, b > 0 (b ≤ 0 counts as 1).
-func ceilDiv(a, b int64) string {
-	if b <= 0 {
-		b = 1
-	}
-	if a <= 0 {
-		return "0"
-	}
-	return strconv.FormatInt(a/b+min(a%b, 1), 10)
+	return v, nil
 }
