@@ -9,6 +9,10 @@
 #   hack/kube-apiserver.sh start     start etcd and kube-apiserver on loopback ports, wait for /readyz,
 #                                    write two kubeconfigs (admin, node) and <dir>/env, print it
 #   hack/kube-apiserver.sh stop      stop both and remove <dir>
+#   hack/kube-apiserver.sh stop-apiserver   stop only kube-apiserver (etcd, certs, tokens and all
+#                                    state stay): an API server outage for tests
+#   hack/kube-apiserver.sh start-apiserver  start kube-apiserver again after stop-apiserver, on the
+#                                    same port with the same etcd, certs and tokens; wait for /readyz
 #   hack/kube-apiserver.sh env       print the env lines
 #   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main package sits in
 #                                    _kube-apiserver/, which tidy alone does not see)
@@ -180,30 +184,14 @@ EOF
 		sleep 0.2
 	done
 
-	"$BIN" \
-		--etcd-servers "http://127.0.0.1:$etcd_port" \
-		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
-		--cert-dir "$DIR/certs" \
-		--service-account-key-file "$DIR/sa.pub" \
-		--service-account-signing-key-file "$DIR/sa.key" \
-		--service-account-issuer https://kubernetes.default.svc.cluster.local \
-		--token-auth-file "$DIR/tokens.csv" \
-		--authorization-mode Node,RBAC \
-		--enable-admission-plugins NodeRestriction \
-		--service-cluster-ip-range 10.96.0.0/24 \
-		--allow-privileged=true \
-		>"$DIR/kube-apiserver.log" 2>&1 &
-	echo $! >"$DIR/kube-apiserver.pid"
-
+	cat >"$DIR/ports" <<EOF
+ETCD_PORT=$etcd_port
+API_PORT=$api_port
+ADMIN_TOKEN=$admin_token
+EOF
+	chmod 600 "$DIR/ports"
+	launch_apiserver "$etcd_port" "$api_port" "$admin_token" "$deadline" || return 1
 	local url="https://127.0.0.1:$api_port"
-	until [ "$(curl -ksS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $admin_token" "$url/readyz" 2>/dev/null)" = 200 ]; do
-		if ! alive "$DIR/kube-apiserver.pid" || [ $SECONDS -ge $deadline ]; then
-			log "kube-apiserver did not become ready within ${START_TIMEOUT}s; last log lines:"
-			tail -30 "$DIR/kube-apiserver.log" >&2 || true
-			return 1
-		fi
-		sleep 0.5
-	done
 
 	# Without a controller manager nobody creates the default service account; the
 	# ServiceAccount admission plugin needs it to admit pods in "default".
@@ -222,6 +210,56 @@ NODEKIT_NODE_NAME=$NODE_NAME
 EOF
 	log "ready at $url"
 	env_lines
+}
+
+# launch_apiserver etcd_port api_port admin_token deadline: start kube-apiserver on the state
+# in $DIR (its log is appended to) and wait for /readyz.
+launch_apiserver() {
+	local etcd_port="$1" api_port="$2" admin_token="$3" deadline="$4"
+	"$BIN" \
+		--etcd-servers "http://127.0.0.1:$etcd_port" \
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+		--cert-dir "$DIR/certs" \
+		--service-account-key-file "$DIR/sa.pub" \
+		--service-account-signing-key-file "$DIR/sa.key" \
+		--service-account-issuer https://kubernetes.default.svc.cluster.local \
+		--token-auth-file "$DIR/tokens.csv" \
+		--authorization-mode Node,RBAC \
+		--enable-admission-plugins NodeRestriction \
+		--service-cluster-ip-range 10.96.0.0/24 \
+		--allow-privileged=true \
+		>>"$DIR/kube-apiserver.log" 2>&1 &
+	echo $! >"$DIR/kube-apiserver.pid"
+
+	local url="https://127.0.0.1:$api_port"
+	until [ "$(curl -ksS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $admin_token" "$url/readyz" 2>/dev/null)" = 200 ]; do
+		if ! alive "$DIR/kube-apiserver.pid" || [ $SECONDS -ge $deadline ]; then
+			log "kube-apiserver did not become ready within ${START_TIMEOUT}s; last log lines:"
+			tail -30 "$DIR/kube-apiserver.log" >&2 || true
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+cmd_stop_apiserver() {
+	[ -f "$DIR/ports" ] || { log "not started (no $DIR/ports)"; return 1; }
+	stop_pid "$DIR/kube-apiserver.pid"
+	log "kube-apiserver stopped (etcd and state kept; '$0 start-apiserver' brings it back)"
+}
+
+cmd_start_apiserver() {
+	[ -f "$DIR/ports" ] || { log "not started (no $DIR/ports): use '$0 start'"; return 1; }
+	if alive "$DIR/kube-apiserver.pid"; then
+		log "kube-apiserver is running"
+		return 0
+	fi
+	alive "$DIR/etcd.pid" || { log "etcd is not running: use '$0 start'"; return 1; }
+	local ETCD_PORT API_PORT ADMIN_TOKEN
+	# shellcheck disable=SC1091
+	. "$DIR/ports"
+	launch_apiserver "$ETCD_PORT" "$API_PORT" "$ADMIN_TOKEN" $((SECONDS + START_TIMEOUT)) || return 1
+	log "kube-apiserver ready again at https://127.0.0.1:$API_PORT"
 }
 
 stop_pid() { # pidfile
@@ -262,10 +300,12 @@ built) cmd_built ;;
 install) cmd_install ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
+stop-apiserver) cmd_stop_apiserver ;;
+start-apiserver) cmd_start_apiserver ;;
 env) cmd_env ;;
 tidy) cmd_tidy ;;
 *)
-	echo "usage: $0 build|built|install|start|stop|env|tidy" >&2
+	echo "usage: $0 build|built|install|start|stop|stop-apiserver|start-apiserver|env|tidy" >&2
 	exit 2
 	;;
 esac
