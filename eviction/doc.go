@@ -57,7 +57,27 @@
 // node.kubernetes.io/memory-pressure:NoSchedule; under any other pressure
 // reject, with reason "Evicted" and "The node had condition: [..]. ".
 //
-// Not here yet: a cgroup/statfs StatsProvider, an image GC manager, and the
-// memcg threshold notifier; allocatableMemory.available thresholds are not
-// derived from memory.available automatically.
+// Stats: CgroupStats (NewCgroupStats) reads the node's and the pods
+// cgroup's memory working set (usage - inactive_file, cgroup v1 or v2), each
+// pod cgroup's working set and process count, statfs of the node and image
+// file systems, and the process table from /proc. FakeStats returns a
+// Summary set by a test.
+//
+// Disk reclaim: package eviction/imagegc's Manager is an ImageGC (the
+// kubelet's image garbage collector, which also runs on its own).
+//
+// Allocatable: with Config.EnforceAllocatable (or WithAllocatableThresholds)
+// each hard memory.available threshold gets an allocatableMemory.available
+// twin, as the kubelet adds when node allocatable is enforced on pods.
+//
+// Notifiers: Config.Notifiers (ThresholdNotifier, such as MemcgNotifier)
+// are started by Run and re-armed after every cycle that observed memory;
+// a crossing they report, or a call to Trigger, runs a cycle at once
+// (coalesced) instead of at the next Interval tick.
+//
+// Not here: per-pod local storage limit eviction (emptyDir sizeLimit,
+// ephemeral-storage limits; the kubelet's localStorageEviction),
+// containerfs thresholds derived from the nodefs/imagefs ones, and
+// per-container and disk usage in CgroupStats' pod stats (cgroups hold
+// neither: they come from CRI stats, which nothing feeds in yet).
 package eviction

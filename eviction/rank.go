@@ -46,6 +46,7 @@ type rankKey struct {
 	exceeds  bool // usage above request: first
 	priority int32
 	excess   int64 // usage minus request (or usage): larger first
+	idx      int   // position in the input: ties keep it
 }
 
 // rank orders pods for eviction under pressure on signal, in place.
@@ -57,7 +58,7 @@ func rank(pods []*v1.Pod, signal Signal, stats map[types.UID]*PodStats, dedicate
 	res := signalResource(signal)
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
-		k := rankKey{pod: p, priority: podPriority(p)}
+		k := rankKey{pod: p, priority: podPriority(p), idx: i}
 		st, ok := stats[p.UID]
 		k.missing = !ok
 		if ok {
@@ -104,10 +105,10 @@ func rank(pods []*v1.Pod, signal Signal, stats map[types.UID]*PodStats, dedicate
 		case a.excess < b.excess:
 			return 1
 		}
-		return 0
+		return a.idx - b.idx // a total order: the unstable sort is stable
 	}
 	if res == resourcePIDs {
-		slices.SortStableFunc(keys, func(a, b rankKey) int {
+		slices.SortFunc(keys, func(a, b rankKey) int {
 			if c := cmpPrio(a, b); c != 0 {
 				return c
 			}
@@ -117,7 +118,7 @@ func rank(pods []*v1.Pod, signal Signal, stats map[types.UID]*PodStats, dedicate
 			return cmpExcess(a, b)
 		})
 	} else {
-		slices.SortStableFunc(keys, func(a, b rankKey) int {
+		slices.SortFunc(keys, func(a, b rankKey) int {
 			if c := cmpBool(a.missing, b.missing); c != 0 {
 				return c
 			}
