@@ -2,6 +2,7 @@ package eviction_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nodekit/nodekit/eviction"
@@ -67,4 +68,47 @@ func ExampleParseThresholds() {
 	// 0 eviction: invalid threshold: memory.available: "NaN%" is not a percentage
 	// 0 eviction: invalid threshold: memory.available: exponent of "1e-99999999" is out of range (|e| <= 30)
 	// 0 <nil>
+}
+
+// When node allocatable is enforced on the pods cgroup, each hard
+// memory.available threshold also guards allocatableMemory.available.
+func ExampleWithAllocatableThresholds() {
+	ts, err := eviction.ParseThresholds(map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+		nil, nil, map[string]string{"memory.available": "50Mi"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, t := range eviction.WithAllocatableThresholds(ts) {
+		fmt.Println(t)
+	}
+	// Output:
+	// memory.available<100Mi minReclaim=50Mi
+	// nodefs.available<10%
+	// allocatableMemory.available<100Mi minReclaim=50Mi
+}
+
+// FakeStats stands in for CgroupStats in tests: what is set is what the
+// manager observes; an error set makes the cycle fail.
+func ExampleFakeStats() {
+	stats := eviction.NewFakeStats(&eviction.Summary{PID: &eviction.PIDStats{MaxPID: 1000, NumProcesses: 950}})
+	ts, _ := eviction.ParseThresholds(map[string]string{"pid.available": "100"}, nil, nil, nil)
+	m, err := eviction.New(eviction.Config{
+		Thresholds: ts, Stats: stats,
+		ActivePods: func() []*v1.Pod { return nil },
+		KillPod:    func(context.Context, *v1.Pod, v1.PodStatus, int64) error { return nil },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.TODO()
+	_, err = m.SyncOnce(ctx)
+	fmt.Println(m.NodeConditions(), err)
+	stats.SetError(errors.New("cgroup gone"))
+	_, err = m.SyncOnce(ctx)
+	fmt.Println(err)
+	// Output:
+	// [PIDPressure] <nil>
+	// eviction: stats unavailable: cgroup gone
 }
