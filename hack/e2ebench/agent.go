@@ -12,9 +12,15 @@ import (
 	"time"
 )
 
-// containerScript is the pods' container: it waits for SIGTERM (the trap
-// makes the agent's stop quick) and exits 0 on it.
-const containerScript = `trap "exit 0" TERM; sleep 86400 & wait`
+// containerScript is the pods' container. It exits 0 on SIGTERM (the trap
+// makes the agent's stop quick) or once something writes to and closes its
+// FIFO stopFIFO (cat gets EOF): the exit-visibility case makes containers
+// exit that way, from the host through /proc/<pid>/root, with no exec and
+// no signal. Waiting costs nothing (cat blocks in open).
+const containerScript = `trap "exit 0" TERM; mkfifo ` + stopFIFO + `; cat ` + stopFIFO + ` >/dev/null & wait`
+
+// stopFIFO is the FIFO in the container's root file system.
+const stopFIFO = "/e2ebench-stop"
 
 func containerCommand(string) []string { return []string{"sh", "-c", containerScript} }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -189,4 +190,20 @@ func (c *cri) removeAll(ctx context.Context) error {
 		}
 	}
 	return errors.New("pods of namespace " + namespace + " left in the runtime after 5 rounds of removal")
+}
+
+// containerPID is the host PID of a running container's first process, from
+// the verbose ContainerStatus (containerd: info["info"] is JSON with "pid").
+func (c *cri) containerPID(ctx context.Context, id string) (int, error) {
+	st, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		return 0, fmt.Errorf("ContainerStatus %s: %w", id, err)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil || info.Pid <= 0 {
+		return 0, fmt.Errorf("container %s: no pid in the verbose status (%v)", id, err)
+	}
+	return info.Pid, nil
 }

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -140,8 +142,8 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 	}
 
 	// Exits at random times over the spread, so they fall at every phase
-	// of the relist period: each container's shell gets SIGTERM (an exec of
-	// kill in the container) and exits 0 on its own.
+	// of the relist period: each container's shell exits 0 on its own once
+	// its stop FIFO is closed.
 	cs, err := c.runningContainers(ctx)
 	if err != nil {
 		return r, err
@@ -212,15 +214,20 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 	return r, a.stop()
 }
 
-// exitContainer makes the container's shell exit (SIGTERM from an exec in
-// the container) and returns when it finished, as the runtime reports it,
-// and when the runtime first answered that it had.
+// exitContainer makes the container's shell exit by opening and closing
+// its stop FIFO (through /proc/<pid>/root: root on the runtime's host) and
+// returns when it finished, as the runtime reports it, and when the runtime
+// first answered that it had.
 func exitContainer(ctx context.Context, c *cri, id string) (finished, visible time.Time, err error) {
-	ectx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ectx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	// The exec may fail as the container stops under it: what counts is
-	// the container's state below.
-	_, execErr := c.rt.ExecSync(ectx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"kill", "-TERM", "1"}, Timeout: 10})
+	pid, err := c.containerPID(ectx, id)
+	if err != nil {
+		return finished, visible, err
+	}
+	if err := closeFIFO(ectx, fmt.Sprintf("/proc/%d/root%s", pid, stopFIFO)); err != nil {
+		return finished, visible, fmt.Errorf("container %s: %w", id, err)
+	}
 	for {
 		st, err := c.rt.ContainerStatus(ectx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 		if err != nil {
@@ -230,7 +237,26 @@ func exitContainer(ctx context.Context, c *cri, id string) (finished, visible ti
 			return time.Unix(0, s.FinishedAt), time.Now(), nil
 		}
 		if err := pause(ectx, 10*time.Millisecond); err != nil {
-			return finished, visible, fmt.Errorf("container %s did not exit (exec: %v): %w", id, execErr, err)
+			return finished, visible, fmt.Errorf("container %s did not exit: %w", id, err)
+		}
+	}
+}
+
+// closeFIFO opens a FIFO for writing and closes it: its reader gets EOF.
+// The open blocks until the reader has the FIFO open; if the FIFO is not
+// there yet (the container just started), it retries.
+func closeFIFO(ctx context.Context, path string) error {
+	for {
+		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			return f.Close()
+		}
+		// ENOENT: not made yet; ENXIO: no reader yet.
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENXIO) {
+			return err
+		}
+		if err := pause(ctx, 10*time.Millisecond); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
 }

@@ -9,8 +9,8 @@
 //     StartContainer itself, one goroutine per pod (the CRI floor), timed the
 //     same way; the ratio nodekit/floor.
 //   - exit visibility: with -exit-pods pods running under the agent, each
-//     container's shell is made to exit (SIGTERM through a CRI exec) at a
-//     random time; the delay from the container's finishedAt (as the runtime
+//     container's shell is made to exit 0 (its stop FIFO closed from the
+//     host) at a random time; the delay from the container's finishedAt (as the runtime
 //     reports it) to the agent's status manager reporting it terminated
 //     (standalone --status-log), p50 and p99; and the agent's CPU use over an
 //     idle window before the exits. For each relist period of
@@ -54,6 +54,7 @@ type options struct {
 	pauseImage    string
 	image         string
 	json          bool
+	jsonFile      string
 	runs          int
 	poll          time.Duration
 	timeout       time.Duration
@@ -77,6 +78,7 @@ func main() {
 	flag.StringVar(&o.pauseImage, "pause-image", os.Getenv("NODEKIT_PAUSE_IMAGE"), "the runtime's sandbox image, checked to be present (default $NODEKIT_PAUSE_IMAGE)")
 	flag.StringVar(&o.image, "image", os.Getenv("NODEKIT_BUSYBOX_IMAGE"), "busybox image of the containers (default $NODEKIT_BUSYBOX_IMAGE)")
 	flag.BoolVar(&o.json, "json", false, "print JSON instead of the table")
+	flag.StringVar(&o.jsonFile, "json-file", "", "also write the JSON to this file")
 	flag.IntVar(&o.runs, "runs", 3, "runs of manifests-to-running per count and implementation; the median is reported")
 	flag.DurationVar(&o.poll, "poll", 10*time.Millisecond, "how often the runtime is polled for running containers")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for pods to run or stop")
@@ -84,7 +86,7 @@ func main() {
 	flag.StringVar(&periods, "relist-periods", "1s,100ms,50ms,25ms", "relist periods for exit visibility and idle CPU")
 	flag.DurationVar(&o.idleWindow, "idle-window", 60*time.Second, "idle window the agent's CPU use is measured over")
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "pause after the pods run, before the idle window")
-	flag.DurationVar(&o.exitSpread, "exit-spread", 11*time.Second, "the exits happen at random times within this span")
+	flag.DurationVar(&o.exitSpread, "exit-spread", 33*time.Second, "the exits happen at random times within this span")
 	flag.StringVar(&o.cases, "cases", "running,exit", "cases to run: running (with its floor), exit")
 	flag.StringVar(&o.binary, "binary", "", "use this standalone binary instead of building one")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binary, manifests, logs, status logs)")
@@ -120,10 +122,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "e2ebench:", err)
 		os.Exit(1)
 	}
+	data, _ := json.MarshalIndent(res, "", "  ")
+	data = append(data, '\n')
+	if o.jsonFile != "" {
+		if err := os.WriteFile(o.jsonFile, data, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "e2ebench:", err)
+			os.Exit(1)
+		}
+	}
 	if o.json {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
+		_, _ = os.Stdout.Write(data)
 		return
 	}
 	printReport(os.Stdout, res)
