@@ -5,6 +5,10 @@ import (
 )
 
 // ThresholdNotifier tells the manager at once when a memory signal may have crossed its threshold.
+//
+// The Summary given to UpdateThreshold is the cycle's own: read it during
+// the call, do not keep or change it. UpdateThreshold is called from the
+// cycle, so it must not wait for a cycle (trigger never blocks).
 type ThresholdNotifier interface {
 	// UpdateThreshold re-arms the notifier from this cycle's stats (called after each cycle that had memory stats).
 	UpdateThreshold(s *Summary) error
