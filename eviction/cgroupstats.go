@@ -1,7 +1,6 @@
 package eviction
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -223,16 +222,14 @@ func (s *CgroupStats) nodeWorkingSet(h hierarchy) (uint64, error) {
 		}
 		return ws, nil
 	}
-	st, err := readKeyValues(filepath.Join(h.memory, "memory.stat"))
+	v, found, err := readKeyValues(filepath.Join(h.memory, "memory.stat"), "anon", "file", "inactive_file")
 	if err != nil {
 		return 0, fmt.Errorf("root memory cgroup: %w", err)
 	}
-	anon, okA := st["anon"]
-	file, okF := st["file"]
-	if !okA || !okF {
+	if !found[0] || !found[1] {
 		return 0, fmt.Errorf("root memory cgroup: %s has no anon or file", filepath.Join(h.memory, "memory.stat"))
 	}
-	return sat(anon+file, st["inactive_file"]), nil
+	return sat(v[0]+v[1], v[2]), nil
 }
 
 func sat(a, b uint64) uint64 {
@@ -252,11 +249,11 @@ func cgroupWorkingSet(dir string, v2 bool) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	st, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	v, _, err := readKeyValues(filepath.Join(dir, "memory.stat"), inactiveKey)
 	if err != nil {
 		return 0, err
 	}
-	return sat(usage, st[inactiveKey]), nil
+	return sat(usage, v[0]), nil
 }
 
 func cgroupMemoryLimit(dir string, v2 bool) (uint64, error) {
@@ -293,26 +290,40 @@ func readUint(file string) (uint64, error) {
 	return n, nil
 }
 
-// readKeyValues parses a flat-keyed file ("key value" per line).
-func readKeyValues(file string) (map[string]uint64, error) {
+// readKeyValues parses a flat-keyed file ("key value" per line) and
+// returns the values of keys (0 for a key not there) and which were found.
+// Lines that are not "key value" are ignored; a key asked for whose value
+// is not a number is an error.
+func readKeyValues(file string, keys ...string) ([]uint64, []bool, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 {
+	vals, found := make([]uint64, len(keys)), make([]bool, len(keys))
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		k, v, ok := bytes.Cut(bytes.TrimSpace(line), []byte{' '})
+		if !ok {
 			continue
 		}
-		n, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s is not a number: %q", file, f[0], f[1])
+		for i, want := range keys {
+			if string(k) != want {
+				continue
+			}
+			v = bytes.TrimSpace(v)
+			n, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %s is not a number: %q", file, k, v)
+			}
+			vals[i], found[i] = n, true
 		}
-		out[f[0]] = n
 	}
-	return out, nil
+	return vals, found, nil
 }
 
 // podUID returns the UID a pod cgroup directory is named for: "pod<uid>"

@@ -3,6 +3,7 @@ package eviction
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -408,5 +409,54 @@ func TestFakeStats(t *testing.T) {
 	wg.Wait()
 	if f.Calls() != 4+200 {
 		t.Errorf("Calls = %d, want 204", f.Calls())
+	}
+}
+
+// BenchmarkCgroupStatsSummary: one Summary over a v1 tree of 110 pods.
+func BenchmarkCgroupStatsSummary(b *testing.B) {
+	cg := b.TempDir()
+	files := map[string]string{
+		"memory/memory.usage_in_bytes":          "3221225472\n",
+		"memory/memory.stat":                    "total_inactive_file 1073741824\n",
+		"memory/kubepods/memory.usage_in_bytes": "1610612736\n",
+		"memory/kubepods/memory.stat":           "total_inactive_file 536870912\n",
+		"memory/kubepods/memory.limit_in_bytes": "6442450944\n",
+	}
+	qos := []string{"", "burstable/", "besteffort/"}
+	for i := range 110 {
+		dir := fmt.Sprintf("kubepods/%spod%08d-0000-0000-0000-000000000000", qos[i%3], i)
+		files["memory/"+dir+"/memory.usage_in_bytes"] = "104857600\n"
+		files["memory/"+dir+"/memory.stat"] = "cache 1\nrss 2\ntotal_cache 3\ntotal_rss 4\ntotal_inactive_file 1048576\ntotal_active_file 5\n"
+		files["pids/"+dir+"/pids.current"] = "3\n"
+	}
+	for p, c := range files {
+		full := filepath.Join(cg, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	proc := b.TempDir()
+	for p, c := range map[string]string{"meminfo": "MemTotal: 8388608 kB\n", "sys/kernel/pid_max": "32768\n", "loadavg": "0 0 0 1/100 5\n"} {
+		full := filepath.Join(proc, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := NewCgroupStats(CgroupStatsConfig{CgroupRoot: cg, ProcRoot: proc, PodsCgroup: "kubepods"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		sum, err := s.Summary(b.Context())
+		if err != nil || len(sum.Pods) != 110 {
+			b.Fatalf("Summary: %d pods, %v", len(sum.Pods), err)
+		}
 	}
 }
