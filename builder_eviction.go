@@ -1,0 +1,309 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/eviction/imagegc"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// EvictionOptions tunes WithEvictionOptions.
+type EvictionOptions struct {
+	// ImageGC configures the image garbage collector the Builder makes
+	// when the eviction Config has no ImageGC. Images, InUse, Clock,
+	// Logger and Registerer are filled from the agent when unset; FsStats
+	// defaults to the eviction stats' image file system (or node file
+	// system when images share it). Zero thresholds and ages mean the
+	// kubelet's defaults (85/80, 2m).
+	ImageGC imagegc.Config
+	// ContainerGCPolicy is the policy of the runtime garbage collection
+	// the eviction manager runs under disk pressure when the eviction
+	// Config has no ContainerGC; EvictNonDeletedPods is always set, as the
+	// kubelet does. The zero value is the kubelet's default policy.
+	ContainerGCPolicy runtime.GCPolicy
+	// Built, if not nil, is filled in by Build with what it made, so the
+	// caller can feed the pressure conditions to node status
+	// (nodestatus.SettersConfig.Pressure = Built.Manager) or call the
+	// managers directly.
+	Built *EvictionParts
+}
+
+// EvictionParts are the parts WithEvictionOptions made.
+type EvictionParts struct {
+	// Manager is the eviction manager; it implements
+	// nodestatus.PressureSource.
+	Manager *eviction.Manager
+	// ImageGC is the image garbage collector the Builder made, or nil when
+	// the eviction Config brought its own ImageGC or the runtime has no
+	// image listing.
+	ImageGC *imagegc.Manager
+}
+
+// WithEviction wires node-pressure eviction in one call, with the default
+// EvictionOptions. See WithEvictionOptions.
+func (b *Builder) WithEviction(cfg eviction.Config) *Builder {
+	return b.WithEvictionOptions(cfg, EvictionOptions{})
+}
+
+// WithEvictionOptions wires node-pressure eviction: the eviction manager
+// runs its cycle for the agent's life, evicts pods through the pod workers
+// (the kill waits for the containers to stop, and the pod's final status
+// is the eviction's: phase Failed, reason Evicted), and admission rejects
+// the pods the node can't take under pressure. What cfg leaves unset the
+// Builder fills in from the agent:
+//   - ActivePods: the agent's active pods;
+//   - KillPod: kill through the pod workers with the eviction status;
+//   - ContainerGC: the runtime's garbage collection (opts.ContainerGCPolicy
+//     with EvictNonDeletedPods);
+//   - ImageGC: an imagegc.Manager over the agent's runtime, which also runs
+//     its own collection every 5 minutes;
+//   - Stats: eviction.CgroupStats over the container manager's pods cgroup
+//     (memory, allocatable memory, pods, PIDs) and the agent's root
+//     directory (nodefs) when WithContainerManager was called (before or
+//     after); without a container manager Stats is required;
+//   - Clock, Logger and Registerer: the Builder's.
+//
+// The manager implements nodestatus.PressureSource; opts.Built gives it to
+// the caller.
+func (b *Builder) WithEvictionOptions(cfg eviction.Config, opts EvictionOptions) *Builder {
+	w := &evictionWiring{}
+	// Admission is configured before the sync loop is built; the handler
+	// finds the manager once Build made it.
+	b.WithAdmitHandler(syncloop.AdmitFunc(func(pod *v1.Pod, active []*v1.Pod) syncloop.AdmitResult {
+		m := w.manager()
+		if m == nil {
+			return syncloop.AdmitResult{Admit: true}
+		}
+		ok, reason, msg := m.Admit(pod, active)
+		return syncloop.AdmitResult{Admit: ok, Reason: reason, Message: msg}
+	}))
+	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
+		parts, err := b.buildEviction(a, cfg, opts)
+		if err != nil {
+			return err
+		}
+		w.set(parts.Manager)
+		if opts.Built != nil {
+			*opts.Built = parts
+		}
+		if parts.ImageGC != nil {
+			a.parts = append(a.parts, extraPart{name: "imagegc", run: parts.ImageGC.Run})
+		}
+		a.parts = append(a.parts, extraPart{name: "eviction", run: parts.Manager.Run})
+		return nil
+	})
+	return b
+}
+
+// evictionWiring hands the built manager to the admit handler.
+type evictionWiring struct {
+	mu sync.RWMutex
+	m  *eviction.Manager
+}
+
+func (w *evictionWiring) set(m *eviction.Manager) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m = m
+}
+
+func (w *evictionWiring) manager() *eviction.Manager {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.m
+}
+
+func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOptions) (EvictionParts, error) {
+	var parts EvictionParts
+	if cfg.Clock == nil {
+		cfg.Clock = a.clock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = b.logger
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = b.registerer
+	}
+	if cfg.ActivePods == nil {
+		cfg.ActivePods = a.ActivePods
+	}
+	if cfg.KillPod == nil {
+		cfg.KillPod = a.evictPod
+	}
+	if cfg.ContainerGC == nil && a.mgr != nil {
+		policy := opts.ContainerGCPolicy
+		policy.EvictNonDeletedPods = true
+		cfg.ContainerGC = containerGC{a: a, policy: policy}
+	}
+	if cfg.Stats == nil {
+		cm, ok := b.cgroups.(*containermgr.Manager)
+		if !ok || cm == nil {
+			return parts, configErr("eviction", "Stats is required when no container manager was wired (WithContainerManager)")
+		}
+		cfg.Stats = &containerMgrStats{cm: cm, nodeFs: b.rootDir, clock: cfg.Clock, logger: cfg.Logger}
+	}
+	if cfg.ImageGC == nil && a.cri != nil {
+		gc, err := b.buildImageGC(a, cfg, opts.ImageGC)
+		if err != nil {
+			return parts, err
+		}
+		if gc != nil {
+			cfg.ImageGC, parts.ImageGC = gc, gc
+		}
+	}
+	m, err := eviction.New(cfg)
+	if err != nil {
+		return parts, partErr("eviction", err)
+	}
+	parts.Manager = m
+	return parts, nil
+}
+
+// buildImageGC makes the image garbage collector over the agent's runtime;
+// nil when the runtime can't list or remove images.
+func (b *Builder) buildImageGC(a *Agent, ecfg eviction.Config, icfg imagegc.Config) (*imagegc.Manager, error) {
+	if icfg.Images == nil {
+		is, ok := a.cri.(imagegc.ImageService)
+		if !ok {
+			a.log.Warn("the runtime cannot list or remove images: no image garbage collection")
+			return nil, nil
+		}
+		icfg.Images = is
+	}
+	if icfg.InUse == nil {
+		icfg.InUse = imagegc.Containers(a.cri)
+	}
+	if icfg.FsStats == nil {
+		stats := ecfg.Stats
+		icfg.FsStats = func(ctx context.Context) (uint64, uint64, error) {
+			s, err := stats.Summary(ctx)
+			if err != nil {
+				return 0, 0, err
+			}
+			fs := s.ImageFs
+			if fs == nil {
+				fs = s.NodeFs
+			}
+			if fs == nil {
+				return 0, 0, errors.New("the eviction stats report no image or node file system")
+			}
+			return fs.CapacityBytes, fs.AvailableBytes, nil
+		}
+	}
+	if icfg.Clock == nil {
+		icfg.Clock = ecfg.Clock
+	}
+	if icfg.Logger == nil {
+		icfg.Logger = ecfg.Logger
+	}
+	if icfg.Registerer == nil {
+		icfg.Registerer = ecfg.Registerer
+	}
+	gc, err := imagegc.New(icfg)
+	if err != nil {
+		return nil, partErr("imagegc", err)
+	}
+	return gc, nil
+}
+
+// evictPod kills pod through its pod worker and waits for its containers
+// to stop; the pod's final status carries the eviction's phase, reason,
+// message and conditions.
+func (a *Agent) evictPod(ctx context.Context, pod *v1.Pod, status v1.PodStatus, grace int64) error {
+	if a.loop == nil {
+		return errors.New("nodekit: no sync loop")
+	}
+	g := grace
+	return a.loop.PodWorkers().KillPodAndWait(ctx, pod, true, &g, func(s *v1.PodStatus) {
+		s.Phase, s.Reason, s.Message = status.Phase, status.Reason, status.Message
+		for _, c := range status.Conditions {
+			replaced := false
+			for i := range s.Conditions {
+				if s.Conditions[i].Type == c.Type {
+					s.Conditions[i], replaced = c, true
+					break
+				}
+			}
+			if !replaced {
+				s.Conditions = append(s.Conditions, c)
+			}
+		}
+	})
+}
+
+// containerGC is eviction's container reclaim: the runtime's garbage
+// collection, also removing what belongs to pods that are stopped but not
+// deleted.
+type containerGC struct {
+	a      *Agent
+	policy runtime.GCPolicy
+}
+
+func (g containerGC) DeleteAllUnusedContainers(ctx context.Context) error {
+	return g.a.mgr.GarbageCollect(ctx, g.policy, g.a.sourcesReady())
+}
+
+// containerMgrStats is eviction.CgroupStats over the container manager's
+// pods cgroup, made on first use: the cgroup root, version and driver are
+// known only once the container manager has started (before any part
+// runs).
+type containerMgrStats struct {
+	cm     *containermgr.Manager
+	nodeFs string
+	clock  clock.Clock
+	logger *zap.Logger
+
+	mu    sync.Mutex
+	stats *eviction.CgroupStats
+}
+
+func (s *containerMgrStats) Summary(ctx context.Context) (*eviction.Summary, error) {
+	st, err := s.provider()
+	if err != nil {
+		return nil, err
+	}
+	return st.Summary(ctx)
+}
+
+func (s *containerMgrStats) provider() (*eviction.CgroupStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stats != nil {
+		return s.stats, nil
+	}
+	cgm := s.cm.CgroupManager()
+	if cgm == nil {
+		return nil, errors.New("nodekit: the container manager has not started")
+	}
+	pods := s.cm.PodsCgroupName()
+	rel := strings.Trim(cgm.Name(pods), "/")
+	root := strings.TrimSuffix(filepath.Clean(cgm.Path("memory", pods)), "/"+rel)
+	if cgm.Version() != containermgr.V2 {
+		root = filepath.Dir(root) // <root>/memory
+	}
+	var alloc uint64
+	if q, ok := s.cm.NodeAllocatable()[v1.ResourceMemory]; ok && q.Sign() > 0 {
+		alloc = uint64(q.Value())
+	}
+	st, err := eviction.NewCgroupStats(eviction.CgroupStatsConfig{
+		CgroupRoot: root, PodsCgroup: rel, AllocatableMemoryBytes: alloc,
+		NodeFsPath: s.nodeFs, Clock: s.clock, Logger: s.logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: eviction stats: %w", err)
+	}
+	s.stats = st
+	return st, nil
+}

@@ -1,0 +1,239 @@
+package nodekit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+const evMiB = 1 << 20
+
+// evictionSource is a pod source the test drives: every set() is sent as a SET.
+type evictionSource struct {
+	out  chan<- podconfig.PodUpdate
+	sets chan []*v1.Pod
+}
+
+func (s *evictionSource) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case pods := <-s.sets:
+			select {
+			case s.out <- podconfig.PodUpdate{Pods: pods, Op: podconfig.SET, Source: podconfig.SourceAPI}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// memoryStats is a node whose memory is used by the pods running in the
+// fake runtime: each running pod uses what usage says; memory comes back
+// when its containers stop.
+type memoryStats struct {
+	rt       *fake.Runtime
+	capacity uint64
+	mu       sync.Mutex
+	usage    map[types.UID]uint64
+}
+
+func (s *memoryStats) setUsage(uid types.UID, bytes uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage[uid] = bytes
+}
+
+func (s *memoryStats) Summary(ctx context.Context) (*eviction.Summary, error) {
+	cs, err := s.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	running := map[types.UID]bool{}
+	for _, c := range cs {
+		running[types.UID(c.Labels[runtime.LabelPodUID])] = true
+	}
+	sum := &eviction.Summary{}
+	var used uint64
+	for uid, u := range s.usage {
+		if !running[uid] {
+			continue
+		}
+		used += u
+		sum.Pods = append(sum.Pods, eviction.PodStats{UID: uid, MemoryWorkingSetBytes: u})
+	}
+	sum.Memory = &eviction.MemoryStats{AvailableBytes: s.capacity - used, WorkingSetBytes: used}
+	return sum, nil
+}
+
+func evictionPod(name string, res v1.ResourceList) *v1.Pod {
+	grace := int64(2)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
+			Annotations: map[string]string{"kubernetes.io/config.source": podconfig.SourceAPI}},
+		Spec: v1.PodSpec{
+			HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{
+				Name: "main", Image: "busybox:1", Command: []string{"sh", "-c", forever},
+				Resources: v1.ResourceRequirements{Requests: res, Limits: res},
+			}},
+		},
+	}
+}
+
+// TestWithEviction: under memory pressure the agent evicts the BestEffort
+// pod (its status: Failed, Evicted, the kubelet's message, a
+// DisruptionTarget condition) and keeps the Guaranteed one running (same
+// container); the pressure lingers, so a new BestEffort pod is rejected at
+// admission while a Burstable one runs.
+func TestWithEviction(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt, err := fake.New(fake.Config{Images: []string{"busybox:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := &memoryStats{rt: rt, capacity: 1024 * evMiB, usage: map[types.UID]uint64{}}
+	guaranteed := evictionPod("guaranteed", v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")})
+	besteffort := evictionPod("besteffort", nil)
+	stats.setUsage(guaranteed.UID, 32*evMiB)
+	stats.setUsage(besteffort.UID, 100*evMiB)
+
+	hard, err := eviction.ParseThresholds(map[string]string{"memory.available": "500Mi"}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &evictionSource{sets: make(chan []*v1.Pod, 4)}
+	sink := newNameSink()
+	var built nodekit.EvictionParts
+	agent, err := nodekit.NewBuilder().
+		WithNodeName("node1").
+		WithRuntime(rt).
+		WithLogger(zaptest.NewLogger(t)).
+		WithRootDir(t.TempDir()).
+		WithStatusSink(sink).
+		WithPodSource(podconfig.SourceAPI, func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			src.out = out
+			return src, nil
+		}).
+		WithEvictionOptions(eviction.Config{
+			Thresholds: hard, Stats: stats, Interval: 50 * time.Millisecond,
+		}, nodekit.EvictionOptions{Built: &built}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if built.Manager == nil || built.ImageGC == nil {
+		t.Fatalf("Built = %+v: want the eviction manager and an image GC over the fake runtime", built)
+	}
+	stop := startAgent(t, agent)
+	src.sets <- []*v1.Pod{guaranteed, besteffort}
+	waitUntil(t, 20*time.Second, sink.changed, "both pods Running", func() (bool, string) {
+		p := sink.phases()
+		return p["guaranteed"] == v1.PodRunning && p["besteffort"] == v1.PodRunning, ""
+	})
+	if built.Manager.IsUnderMemoryPressure() {
+		t.Fatal("memory pressure with 892Mi available and a 500Mi threshold")
+	}
+	before := runningContainers(t, rt)
+
+	// The BestEffort pod grows: 1024 - 32 - 600 = 392Mi available < 500Mi.
+	stats.setUsage(besteffort.UID, 600*evMiB)
+	waitUntil(t, 20*time.Second, sink.changed, "the BestEffort pod evicted", func() (bool, string) {
+		sink.mu.Lock()
+		st := sink.status["besteffort"]
+		sink.mu.Unlock()
+		return st.Phase == v1.PodFailed && st.Reason == eviction.Reason, string(st.Phase) + " " + st.Reason
+	})
+	sink.mu.Lock()
+	st := sink.status["besteffort"]
+	sink.mu.Unlock()
+	if !strings.Contains(st.Message, "The node was low on resource: memory. Threshold quantity: 500Mi") {
+		t.Errorf("eviction message %q", st.Message)
+	}
+	disruption := false
+	for _, c := range st.Conditions {
+		disruption = disruption || (c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue)
+	}
+	if !disruption {
+		t.Errorf("no DisruptionTarget condition in %+v", st.Conditions)
+	}
+	if !built.Manager.IsUnderMemoryPressure() {
+		t.Error("no MemoryPressure after an eviction for memory")
+	}
+	after := runningContainers(t, rt)
+	if after["guaranteed"] == "" || after["guaranteed"] != before["guaranteed"] {
+		t.Fatalf("the Guaranteed pod's container %q before, %q after: want it untouched", before["guaranteed"], after["guaranteed"])
+	}
+	if _, ok := after["besteffort"]; ok {
+		t.Fatal("the evicted pod's container still runs")
+	}
+
+	// MemoryPressure lingers for the transition period: a new BestEffort
+	// pod is rejected, a Burstable one runs.
+	late := evictionPod("late-besteffort", nil)
+	burstable := evictionPod("burstable", nil)
+	burstable.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi")}
+	src.sets <- []*v1.Pod{guaranteed, besteffort, late, burstable}
+	waitUntil(t, 20*time.Second, sink.changed, "late BestEffort rejected, Burstable Running", func() (bool, string) {
+		p := sink.phases()
+		return p["late-besteffort"] == v1.PodFailed && p["burstable"] == v1.PodRunning, string(p["late-besteffort"]) + " " + string(p["burstable"])
+	})
+	sink.mu.Lock()
+	rej := sink.status["late-besteffort"]
+	sink.mu.Unlock()
+	if rej.Reason != eviction.Reason || !strings.Contains(rej.Message, "The node had condition: [MemoryPressure]") {
+		t.Errorf("rejection %q: %q", rej.Reason, rej.Message)
+	}
+	if got := runningContainers(t, rt)["guaranteed"]; got != before["guaranteed"] {
+		t.Errorf("the Guaranteed pod's container changed to %q", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWithEvictionNeedsStats: with neither Stats nor a container manager,
+// Build says Stats is required; a bad eviction Config is reported by
+// Build naming the field.
+func TestWithEvictionNeedsStats(t *testing.T) {
+	_, err := nodekit.NewBuilder().
+		WithNodeName("node1").
+		WithFakeRuntime().
+		WithRootDir(t.TempDir()).
+		WithEviction(eviction.Config{}).
+		Build()
+	if !errors.Is(err, nodekit.ErrInvalidConfig) || !strings.Contains(err.Error(), "Stats is required") {
+		t.Fatalf("Build = %v", err)
+	}
+	_, err = nodekit.NewBuilder().
+		WithNodeName("node1").
+		WithFakeRuntime().
+		WithRootDir(t.TempDir()).
+		WithEviction(eviction.Config{Stats: eviction.NewFakeStats(nil), Interval: -time.Second}).
+		Build()
+	if !errors.Is(err, eviction.ErrInvalidConfig) || !strings.Contains(err.Error(), "Interval") {
+		t.Fatalf("Build = %v", err)
+	}
+}
