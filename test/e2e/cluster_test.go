@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +250,352 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 		n := runningContainers()[mirrorName]
 		return apierrors.IsNotFound(err) && n == 0, fmt.Sprintf("mirror: %v, %d running containers", err, n)
 	})
+}
+
+// apiServerScript runs hack/kube-apiserver.sh with a command against the
+// API server the test environment names (NODEKIT_APISERVER_DIR, else the
+// directory of the node kubeconfig, where the script writes it).
+func apiServerScript(t *testing.T, cmd string) {
+	t.Helper()
+	dir := os.Getenv("NODEKIT_APISERVER_DIR")
+	if dir == "" {
+		dir = filepath.Dir(os.Getenv("NODEKIT_NODE_KUBECONFIG"))
+	}
+	c := exec.Command("bash", filepath.Join("..", "..", "hack", "kube-apiserver.sh"), cmd)
+	c.Env = append(os.Environ(), "NODEKIT_APISERVER_DIR="+dir)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/kube-apiserver.sh %s: %v\n%s", cmd, err, out)
+	}
+	t.Logf("hack/kube-apiserver.sh %s: %s", cmd, strings.TrimSpace(string(out)))
+}
+
+// TestClusterAPIServerOutage: with an agent on containerd running a pod
+// bound to it, kube-apiserver is stopped for a while (etcd and all state
+// stay) and started again on the same port. During the outage the pod
+// keeps running (same container, no restart) and one of its containers
+// exits; once the API server is back the exit shows in the pod's status,
+// the lease is renewed within a bounded time, the node status catches up
+// with a change made during the outage (a new image tag), and nothing was
+// restarted: same sandbox, same container IDs, restart counts 0.
+func TestClusterAPIServerOutage(t *testing.T) {
+	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
+		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
+	}
+	name := os.Getenv("NODEKIT_NODE_NAME")
+	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
+	if name == "" || nodeKC == "" || adminKC == "" {
+		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
+	}
+	endpoint := os.Getenv("NODEKIT_CRI_ENDPOINT")
+	if endpoint == "" {
+		t.Fatal("NODEKIT_CRI_ENDPOINT is not set: start containerd with `NODEKIT_CONTAINERD_DIR=/tmp/nkc bash hack/containerd.sh start` and load its env with `set -a; . /tmp/nkc/env; set +a`")
+	}
+	if _, err := exec.LookPath("ctr"); err != nil {
+		t.Fatal("ctr (containerd's CLI) is needed to tag an image during the outage")
+	}
+	busybox := getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
+	nodeClient := nsClient(t, nodeKC)
+	admin := nsClient(t, adminKC)
+	ctx := t.Context()
+
+	cri, err := remote.New(remote.Config{Endpoint: endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cri.Connect(ctx); err != nil {
+		t.Fatalf("containerd at %s: %v", endpoint, err)
+	}
+	t.Cleanup(func() { cri.Close(context.Background()) })
+
+	const podName = "cluster-outage"
+	// Whatever happens, the API server runs again for the tests after this one.
+	t.Cleanup(func() { apiServerScript(t, "start-apiserver") })
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = admin.CoreV1().Pods("default").Delete(cctx, podName, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		sbs, err := cri.ListPodSandbox(cctx, nil)
+		if err != nil {
+			t.Logf("cleanup: ListPodSandbox: %v", err)
+			return
+		}
+		for _, sb := range sbs {
+			if sb.GetMetadata().GetName() != podName {
+				continue
+			}
+			_ = cri.StopPodSandbox(cctx, sb.Id)
+			_ = cri.RemovePodSandbox(cctx, sb.Id)
+		}
+	})
+	_ = admin.CoreV1().Pods("default").Delete(ctx, podName, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	nsPoll(t, 30*time.Second, "leftover pod gone", func() (bool, string) {
+		_, err := admin.CoreV1().Pods("default").Get(ctx, podName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
+	// containers lists the pod's containers in containerd: name -> state, id.
+	type ctrState struct {
+		id    string
+		state runtimeapi.ContainerState
+	}
+	containers := func() (map[string][]ctrState, string) {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cs, err := cri.ListContainers(cctx, nil)
+		if err != nil {
+			t.Fatalf("ListContainers: %v", err)
+		}
+		out := map[string][]ctrState{}
+		for _, c := range cs {
+			if c.GetLabels()[runtime.LabelPodName] == podName {
+				n := c.GetMetadata().GetName()
+				out[n] = append(out[n], ctrState{id: c.GetId(), state: c.GetState()})
+			}
+		}
+		return out, fmt.Sprint(out)
+	}
+	sandboxes := func() []string {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sbs, err := cri.ListPodSandbox(cctx, nil)
+		if err != nil {
+			t.Fatalf("ListPodSandbox: %v", err)
+		}
+		var ids []string
+		for _, sb := range sbs {
+			if sb.GetMetadata().GetName() == podName {
+				ids = append(ids, sb.GetId())
+			}
+		}
+		return ids
+	}
+
+	dir := t.TempDir()
+	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithRootDir(dir)
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
+		Client: nodeClient, NodeName: name, Logger: zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
+		MirrorPeriod: time.Second, StatusUpdateFrequency: time.Second,
+	}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		select {
+		case <-agent.Done():
+			if err := agent.Err(); err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30s of the cancel")
+		}
+	}()
+	go agent.Run(runCtx)
+
+	nsPoll(t, 60*time.Second, "node Ready", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status == v1.ConditionTrue, string(c.Status) + " " + c.Reason + ": " + c.Message
+			}
+		}
+		return false, "no Ready condition"
+	})
+
+	// A pod with a long-running container and one that exits (code 3) on
+	// SIGUSR1; restartPolicy Never, so the exit stays an exit.
+	no := false
+	grace := int64(2)
+	_, err = admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "default"},
+		Spec: v1.PodSpec{
+			NodeName:                      name,
+			HostNetwork:                   true,
+			DNSPolicy:                     v1.DNSDefault,
+			RestartPolicy:                 v1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{
+				Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
+				Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
+			}, {
+				Name: "side", Image: busybox, ImagePullPolicy: v1.PullNever,
+				Command: []string{"sh", "-c", "trap 'exit 3' USR1; trap 'exit 0' TERM; sleep 3600 & wait"},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before *v1.Pod
+	nsPoll(t, 90*time.Second, "pod Running with both containers running in the API server", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, podName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running != nil && cs.Ready {
+				running++
+			}
+		}
+		before = p
+		return p.Status.Phase == v1.PodRunning && running == 2, fmt.Sprintf("phase %q, %d ready containers", p.Status.Phase, running)
+	})
+	apiIDs := map[string]string{}
+	for _, cs := range before.Status.ContainerStatuses {
+		apiIDs[cs.Name] = cs.ContainerID
+	}
+	cts, state := containers()
+	if len(cts["main"]) != 1 || len(cts["side"]) != 1 {
+		t.Fatalf("containers in containerd: %s", state)
+	}
+	mainID, sideID := cts["main"][0].id, cts["side"][0].id
+	if apiIDs["main"] != "containerd://"+mainID || apiIDs["side"] != "containerd://"+sideID {
+		t.Fatalf("API container IDs %v, containerd main %s side %s", apiIDs, mainID, sideID)
+	}
+	sbBefore := sandboxes()
+	if len(sbBefore) != 1 {
+		t.Fatalf("sandboxes before the outage: %v", sbBefore)
+	}
+	var leaseBefore time.Time
+	nsPoll(t, 30*time.Second, "node lease", func() (bool, string) {
+		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if l.Spec.RenewTime == nil {
+			return false, "no renew time"
+		}
+		leaseBefore = l.Spec.RenewTime.Time
+		return true, ""
+	})
+
+	// The outage.
+	apiServerScript(t, "stop-apiserver")
+	down := time.Now()
+	if _, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		t.Fatal("the API server still answers after stop-apiserver")
+	}
+	// A container status change: the side container exits with code 3.
+	// The exec itself usually dies with the container (exit 137): the
+	// poll below checks the container exited.
+	if _, stderr, err := cri.ExecSync(ctx, sideID, []string{"kill", "-USR1", "1"}, 10*time.Second); err != nil {
+		t.Logf("signalling the side container: %v (%s)", err, stderr)
+	}
+	// A node status change: a new tag of an image the node has.
+	sock := strings.TrimPrefix(endpoint, "unix://")
+	tag := fmt.Sprintf("localhost/nodekit/outage:%d", time.Now().UnixNano())
+	if out, err := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "tag", busybox, tag).CombinedOutput(); err != nil {
+		t.Fatalf("ctr images tag: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ctr", "-a", sock, "-n", "k8s.io", "images", "rm", tag).Run() })
+
+	// The outage lasts long enough for the lease's back-off to reach its
+	// cap (7s) and several status syncs to fail; the pod keeps running.
+	const outage = 25 * time.Second
+	nsPoll(t, outage+30*time.Second, "side container exited, main running, outage over", func() (bool, string) {
+		cts, state := containers()
+		ok := len(cts["main"]) == 1 && cts["main"][0].id == mainID && cts["main"][0].state == runtimeapi.ContainerState_CONTAINER_RUNNING
+		if !ok {
+			t.Fatalf("main container changed during the outage: %s", state)
+		}
+		exited := len(cts["side"]) == 1 && cts["side"][0].state == runtimeapi.ContainerState_CONTAINER_EXITED
+		return exited && time.Since(down) >= outage, state
+	})
+	if _, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		t.Fatal("the API server answered during the outage")
+	}
+
+	apiServerScript(t, "start-apiserver")
+	back := time.Now()
+	t.Logf("API server was down for %v", back.Sub(down).Round(time.Millisecond))
+
+	// The lease: the renewal back-off is capped at 7s, so a renewal comes
+	// within about 7s of the return (plus client reconnect); allow 30s.
+	leaseAfter := nsPollDur(t, 30*time.Second, "lease renewed after the API server returned", func() (bool, string) {
+		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return l.Spec.RenewTime != nil && l.Spec.RenewTime.Time.After(back.Add(-time.Second)), fmt.Sprint("renewTime ", l.Spec.RenewTime)
+	})
+	t.Logf("lease renewed %v after the API server returned", leaseAfter.Round(time.Millisecond))
+	if l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{}); err == nil && !l.Spec.RenewTime.Time.After(leaseBefore) {
+		t.Errorf("lease renew time went from %v to %v", leaseBefore, l.Spec.RenewTime)
+	}
+
+	// The pod status catches up: the side container's exit, main still the
+	// same container, nothing restarted.
+	statusAfter := nsPollDur(t, 60*time.Second, "pod status shows the exit made during the outage", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, podName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var main, side *v1.ContainerStatus
+		for i := range p.Status.ContainerStatuses {
+			switch cs := &p.Status.ContainerStatuses[i]; cs.Name {
+			case "main":
+				main = cs
+			case "side":
+				side = cs
+			}
+		}
+		if main == nil || side == nil {
+			return false, "container statuses missing"
+		}
+		if main.ContainerID != "containerd://"+mainID || main.RestartCount != 0 || main.State.Running == nil {
+			t.Fatalf("main container in the API: %+v, want %s running, restart count 0", main, mainID)
+		}
+		done := side.State.Terminated != nil && side.State.Terminated.ExitCode == 3 && side.ContainerID == "containerd://"+sideID && side.RestartCount == 0
+		return done && p.Status.Phase == v1.PodRunning, fmt.Sprintf("phase %q side %+v", p.Status.Phase, side.State)
+	})
+	t.Logf("pod status current %v after the API server returned", statusAfter.Round(time.Millisecond))
+
+	// The node status catches up with the tag made during the outage.
+	nodeAfter := nsPollDur(t, 60*time.Second, "node status lists the image tagged during the outage", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, img := range n.Status.Images {
+			if slices.Contains(img.Names, tag) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d images, without %s", len(n.Status.Images), tag)
+	})
+	t.Logf("node status current %v after the API server returned", nodeAfter.Round(time.Millisecond))
+	n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady && c.Status != v1.ConditionTrue {
+			t.Errorf("node not Ready after the outage: %s %s", c.Reason, c.Message)
+		}
+	}
+
+	// Nothing was restarted: same sandbox, one instance of each container.
+	cts, state = containers()
+	if len(cts["main"]) != 1 || cts["main"][0].id != mainID || cts["main"][0].state != runtimeapi.ContainerState_CONTAINER_RUNNING ||
+		len(cts["side"]) != 1 || cts["side"][0].id != sideID {
+		t.Errorf("containers after the outage: %s (main %s, side %s before)", state, mainID, sideID)
+	}
+	if sb := sandboxes(); !slices.Equal(sb, sbBefore) {
+		t.Errorf("sandboxes after the outage %v, before %v", sb, sbBefore)
+	}
+}
+
+// nsPollDur is nsPoll returning how long the condition took.
+func nsPollDur(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	nsPoll(t, timeout, what, cond)
+	return time.Since(start)
 }
