@@ -70,6 +70,7 @@ type options struct {
 	// eventedSet: -evented-pleg was given on the command line.
 	eventedSet   bool
 	relistPeriod time.Duration
+	cpuProfile   string
 }
 
 func main() {
@@ -84,6 +85,7 @@ func main() {
 	flag.StringVar(&o.statusLog, "status-log", "", "append one JSON line per pod status the agent reports (as its status manager delivers it, with the time) to this file")
 	flag.BoolVar(&o.evented, "evented-pleg", true, "follow the runtime's container events (CRI GetContainerEvents); falls back to relisting when the runtime lacks them (containerd 1.6); off by default with --relist-period")
 	flag.DurationVar(&o.relistPeriod, "relist-period", 0, "relist the runtime this often (the relisting PLEG's pause between relists); 0: the default (1s); turns --evented-pleg off unless it is given")
+	flag.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (go tool pprof); needs a binary built with -tags pprof")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
@@ -93,7 +95,17 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	stopProfile := func() {}
+	if o.cpuProfile != "" {
+		var err error
+		if stopProfile, err = startCPUProfile(o.cpuProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "standalone: cpu profile:", err)
+			os.Exit(1)
+		}
+	}
+	err := run(ctx, o)
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "standalone:", err)
 		os.Exit(1)
 	}
