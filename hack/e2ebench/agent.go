@@ -133,7 +133,8 @@ func startAgent(ctx context.Context, o options, bin, work string, extra ...strin
 		// A bound on its life should this program die without stopping it.
 		"--duration", (2*o.timeout + o.idleWindow + 5*time.Minute).String(),
 	}
-	a.cmd = exec.Command(bin, append(args, extra...)...)
+	args = append(append(args, extra...), o.agentFlags...)
+	a.cmd = exec.Command(bin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	if err := a.cmd.Start(); err != nil {
 		return nil, err

@@ -65,6 +65,7 @@ type options struct {
 	exitSpread    time.Duration
 	cases         string
 	binary        string
+	agentFlags    []string
 	keep          bool
 }
 
@@ -89,6 +90,7 @@ func main() {
 	flag.DurationVar(&o.exitSpread, "exit-spread", 33*time.Second, "the exits happen at random times within this span")
 	flag.StringVar(&o.cases, "cases", "running,exit", "cases to run: running (with its floor), exit")
 	flag.StringVar(&o.binary, "binary", "", "use this standalone binary instead of building one")
+	agentFlags := flag.String("agent-flags", "", "extra flags for every standalone run, space-separated (e.g. --cpu-profile=/tmp/cpu.pprof with a -binary built with -tags pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binary, manifests, logs, status logs)")
 	flag.BoolVar(&child, "floor-child", false, "internal: run as the floor's child process")
 	flag.IntVar(&fo.pods, "floor-pods", 0, "internal: pods the floor child starts")
@@ -106,6 +108,7 @@ func main() {
 		}
 		return
 	}
+	o.agentFlags = strings.Fields(*agentFlags)
 	var err error
 	if o.counts, err = parseCounts(counts); err == nil {
 		o.relistPeriods, err = parseDurations(periods)
