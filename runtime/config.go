@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,12 @@ type Config struct {
 	// CPUSets gives each container's cpuset (the cpu manager); nil leaves
 	// cpuset to the runtime.
 	CPUSets CPUSetProvider
+
+	// PodsDir is the agent's per-pod directory (the Builder's
+	// <root>/pods): each container instance with a terminationMessagePath
+	// gets a file <PodsDir>/<uid>/containers/<name>/<random> mounted there,
+	// read back as its terminated state's message. "" = no such files.
+	PodsDir string
 
 	// PodLogsRoot is where container logs go:
 	// <PodLogsRoot>/<ns>_<name>_<uid>/<container>/<restart>.log. Default /var/log/pods.
@@ -198,6 +205,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PodLogsRoot == "" {
 		c.PodLogsRoot = DefaultPodLogsRoot
+	}
+	if c.PodsDir != "" && !filepath.IsAbs(c.PodsDir) {
+		return c, fmt.Errorf("%w: PodsDir %q must be an absolute path", ErrInvalidConfig, c.PodsDir)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

@@ -93,6 +93,13 @@ func (b *configBuilder) buildContainerConfig(ctx context.Context, in containerIn
 		}
 		cfg.Mounts = mounts
 	}
+	tm, err := b.terminationMessageMount(pod, c, cfg.Mounts)
+	if err != nil {
+		return nil, configErr(c.Name, "%v", err)
+	}
+	if tm != nil {
+		cfg.Mounts = append(cfg.Mounts, tm)
+	}
 
 	sc, err := b.containerSecurityContext(pod, c)
 	if err != nil {

@@ -22,6 +22,9 @@ const (
 	AnnotationRestartCount          = "io.kubernetes.container.restartCount"
 	AnnotationTerminationGrace      = "io.kubernetes.pod.terminationGracePeriod"
 	AnnotationTerminationMessagePth = "io.kubernetes.container.terminationMessagePath"
+	// AnnotationTerminationMessagePolicy records the container's
+	// terminationMessagePolicy (File or FallbackToLogsOnError).
+	AnnotationTerminationMessagePolicy = "io.kubernetes.container.terminationMessagePolicy"
 	// AnnotationPreStopIndex records that the container has a preStop hook, so
 	// a pod can be killed with its hook even when only the runtime view is known.
 	AnnotationHasPreStop = "nodekit.io/container.hasPreStop"
@@ -70,6 +73,9 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, hash uint64, restartCoun
 	if c.TerminationMessagePath != "" {
 		a[AnnotationTerminationMessagePth] = c.TerminationMessagePath
 	}
+	if c.TerminationMessagePolicy != "" {
+		a[AnnotationTerminationMessagePolicy] = string(c.TerminationMessagePolicy)
+	}
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 		a[AnnotationHasPreStop] = "true"
 	}
@@ -96,11 +102,12 @@ func identityFromLabels(labels map[string]string) (id podIdentity, ok bool) {
 // containerInfo is what a container's annotations say about it. Missing or
 // malformed values are zero: a container made by another agent still lists.
 type containerInfo struct {
-	Hash             uint64
-	RestartCount     int
-	GracePeriod      *int64
-	TerminationMsgAt string
-	HasPreStop       bool
+	Hash                 uint64
+	RestartCount         int
+	GracePeriod          *int64
+	TerminationMsgAt     string
+	TerminationMsgPolicy string
+	HasPreStop           bool
 }
 
 func containerInfoFromAnnotations(a map[string]string) containerInfo {
@@ -117,6 +124,7 @@ func containerInfoFromAnnotations(a map[string]string) containerInfo {
 		}
 	}
 	info.TerminationMsgAt = a[AnnotationTerminationMessagePth]
+	info.TerminationMsgPolicy = a[AnnotationTerminationMessagePolicy]
 	info.HasPreStop = a[AnnotationHasPreStop] == "true"
 	return info
 }

@@ -214,7 +214,19 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 			m.log.Debug("container status is empty", zap.String("container", c.GetId()))
 			continue
 		}
-		ps.ContainerStatuses = append(ps.ContainerStatuses, toContainerStatus(c, s))
+		cs := toContainerStatus(c, s)
+		if cs.State == ContainerStateExited && cs.Message == "" {
+			labels := s.GetLabels()
+			if len(labels) == 0 {
+				labels = c.GetLabels()
+			}
+			annotations := s.GetAnnotations()
+			if len(annotations) == 0 {
+				annotations = c.GetAnnotations()
+			}
+			cs.Message = m.terminationMessage(s, containerInfoFromAnnotations(annotations), labels)
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
 	}
 	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount))
