@@ -275,7 +275,7 @@ func (b *Builder) Build() (*Agent, error) {
 	if cri != nil {
 		rcfg := runtime.Config{
 			Runtime: driven, Images: driven, PodLogsRoot: logsRoot, NodeName: b.nodeName,
-			PodsDir: filepath.Join(b.rootDir, syncloop.PodsDirName),
+			PodsDir:  filepath.Join(b.rootDir, syncloop.PodsDirName),
 			PodState: ps, NodeAllocatable: b.allocatable, Clock: clk, Logger: log, Registerer: b.registerer,
 			Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
 		}
