@@ -1,0 +1,407 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/nodestatus"
+	nsapiserver "github.com/nodekit/nodekit/nodestatus/apiserver"
+	"github.com/nodekit/nodekit/podconfig"
+	pcapiserver "github.com/nodekit/nodekit/podconfig/apiserver"
+	"github.com/nodekit/nodekit/podconfig/checkpoint"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/volumemgr"
+	vmapiserver "github.com/nodekit/nodekit/volumemgr/apiserver"
+)
+
+// The layout of --state-dir (see the package documentation).
+const (
+	checkpointsDir = "checkpoints"
+	objectsDir     = "objects"
+)
+
+type options struct {
+	kubeconfig  string
+	server      string
+	token       string
+	ca          string
+	nodeName    string
+	endpoint    string
+	images      string
+	stateDir    string
+	replayAfter time.Duration
+	statusEvery time.Duration
+	duration    time.Duration
+	verbose     bool
+	quiet       bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with one cluster (server, certificate-authority) and one token user")
+	flag.StringVar(&o.server, "server", "", "API server URL (instead of --kubeconfig)")
+	flag.StringVar(&o.token, "token", "", "bearer token (with --server)")
+	flag.StringVar(&o.ca, "ca", "", "CA certificate file of the API server (with --server)")
+	flag.StringVar(&o.nodeName, "node-name", "", "node name (required)")
+	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI endpoint (unix:///path); empty: the in-memory fake runtime")
+	flag.StringVar(&o.images, "fake-images", "busybox", "comma-separated images the fake runtime has")
+	flag.StringVar(&o.stateDir, "state-dir", "/var/lib/nodekit-edge", "state directory: pods, persisted pod set, configMaps and secrets")
+	flag.DurationVar(&o.replayAfter, "replay-after", 2*time.Second, "start the persisted pods when the API server has not answered within this long")
+	flag.DurationVar(&o.statusEvery, "status-every", 10*time.Second, "how often the node status is computed (and sent when the API server is there)")
+	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
+	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
+	flag.BoolVar(&o.quiet, "q", false, "no pod table")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := mainErr(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "edge:", err)
+		os.Exit(1)
+	}
+}
+
+func mainErr(ctx context.Context, o options) error {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return run(ctx, o, client, os.Stdout)
+}
+
+// kubeconfig is the part of a kubeconfig this example reads (one cluster,
+// one token user), without clientcmd.
+type kubeconfig struct {
+	Clusters []struct {
+		Cluster struct {
+			Server                   string `json:"server"`
+			CertificateAuthority     string `json:"certificate-authority"`
+			CertificateAuthorityData []byte `json:"certificate-authority-data"`
+		} `json:"cluster"`
+	} `json:"clusters"`
+	Users []struct {
+		User struct {
+			Token string `json:"token"`
+		} `json:"user"`
+	} `json:"users"`
+}
+
+// restConfig builds the client configuration from --kubeconfig or from
+// --server, --token and --ca. Calls time out after 10s so a partitioned
+// link does not hold up the agent, and the client-side rate limit is
+// raised so the catch-up after an outage is quick.
+func restConfig(o options) (*rest.Config, error) {
+	var cfg *rest.Config
+	switch {
+	case o.kubeconfig != "":
+		if o.server != "" || o.token != "" {
+			return nil, errors.New("give either --kubeconfig or --server/--token/--ca")
+		}
+		data, err := os.ReadFile(o.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		var kc kubeconfig
+		if err := yaml.Unmarshal(data, &kc); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
+		}
+		if len(kc.Clusters) != 1 || len(kc.Users) != 1 || kc.Clusters[0].Cluster.Server == "" || kc.Users[0].User.Token == "" {
+			return nil, fmt.Errorf("kubeconfig %s: want one cluster with a server and one user with a token", o.kubeconfig)
+		}
+		c := kc.Clusters[0].Cluster
+		ca := c.CertificateAuthority
+		if ca != "" && !filepath.IsAbs(ca) {
+			ca = filepath.Join(filepath.Dir(o.kubeconfig), ca)
+		}
+		cfg = &rest.Config{
+			Host:            c.Server,
+			BearerToken:     kc.Users[0].User.Token,
+			TLSClientConfig: rest.TLSClientConfig{CAFile: ca, CAData: c.CertificateAuthorityData},
+		}
+	case o.server == "" || o.token == "":
+		return nil, errors.New("--kubeconfig, or --server and --token (and --ca), are required")
+	default:
+		cfg = &rest.Config{Host: o.server, BearerToken: o.token, TLSClientConfig: rest.TLSClientConfig{CAFile: o.ca}}
+	}
+	cfg.Timeout = 10 * time.Second
+	cfg.QPS, cfg.Burst = 20, 40
+	return cfg, nil
+}
+
+// persistedSource is the API server pod source behind the persisted
+// source: the API server's pod sets go through persist (to disk, then to
+// PodConfig), and persist replays the last set when the API server does
+// not answer within --replay-after.
+type persistedSource struct {
+	persist *checkpoint.Source
+	api     *pcapiserver.Source
+}
+
+func (s *persistedSource) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.persist.Run(ctx) }()
+	err := s.api.Run(ctx)
+	return errors.Join(err, <-errc)
+}
+
+// edge is a built agent and the parts the example looks at.
+type edge struct {
+	agent   *nodekit.Agent
+	objects *vmapiserver.Persisted
+	root    string
+}
+
+// build assembles the agent. Everything but the pod source is what
+// clusterapiserver.Wire adds (node status, lease, pod status sink); the pod
+// source is wrapped in podconfig/checkpoint, which Wire cannot do yet.
+func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, error) {
+	if o.nodeName == "" {
+		return nil, errors.New("--node-name is required")
+	}
+	if o.stateDir == "" {
+		return nil, errors.New("--state-dir is required")
+	}
+	root, err := filepath.Abs(o.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	e := &edge{root: root}
+	b := nodekit.NewBuilder().WithRootDir(root).WithNodeName(o.nodeName).WithLogger(log)
+	var mounter volumemgr.Mounter
+	if o.endpoint == "" {
+		b.WithFakeRuntime(strings.Split(o.images, ",")...)
+	} else {
+		b.WithRuntimeEndpoint(o.endpoint)
+		mounter = &volumemgr.SystemMounter{}
+	}
+
+	// The pod source: API server -> persisted set -> PodConfig.
+	podSource := func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		persist, err := checkpoint.New(checkpoint.Config{
+			Dir: filepath.Join(root, checkpointsDir), Source: podconfig.SourceAPI, Out: out,
+			ReplayAfter: o.replayAfter, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		api, err := pcapiserver.New(pcapiserver.Config{Client: client, NodeName: o.nodeName, Out: persist.In(), Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		return &persistedSource{persist: persist, api: api}, nil
+	}
+
+	// ConfigMaps and secrets, with their copies on disk; volumes and env.
+	var agent *nodekit.Agent
+	objs, err := vmapiserver.NewPersisted(vmapiserver.PersistConfig{
+		Client: client, Dir: filepath.Join(root, objectsDir), Logger: log,
+		Pods: func() []*v1.Pod { return agent.Pods() },
+		PodsReady: func() bool {
+			return agent.PodConfig().SeenAllSources()
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.objects = objs
+	vm, err := volumemgr.New(volumemgr.Config{
+		PodsDir: filepath.Join(root, "pods"),
+		Plugins: volumemgr.DefaultPlugins(volumemgr.PluginsConfig{Objects: objs, Tokens: objs, Mounter: mounter}),
+		Mounter: mounter,
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.WithVolumeManager(vm).
+		WithRuntimeConfig(func(c *runtime.Config) { c.EnvSources = objs }).
+		WithPart("persisted objects", objs.Run)
+
+	// Pod status to the API server (the latest status of each pod is kept
+	// and sent when the API server answers again).
+	sink, err := nsapiserver.NewPodStatusSink(nsapiserver.PodStatusSinkConfig{Client: client, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	b.WithCluster(nodekit.Cluster{
+		PodSource:  podSource,
+		StatusSink: sink,
+		Parts: func(a *nodekit.Agent) ([]nodekit.ClusterPart, error) {
+			return nodeParts(a, client, o, log)
+		},
+	})
+
+	agent, err = b.Build()
+	if err != nil {
+		return nil, err
+	}
+	e.agent = agent
+	return e, nil
+}
+
+// nodeParts builds node status and lease for a built agent (as
+// clusterapiserver.Wire does, without mirror pods: the edge agent has no
+// static pods).
+func nodeParts(a *nodekit.Agent, client kubernetes.Interface, o options, log *zap.Logger) ([]nodekit.ClusterPart, error) {
+	nodeSink, err := nsapiserver.NewSink(nsapiserver.SinkConfig{Client: client, NodeName: o.nodeName, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	checks := []func() error{nodestatus.RuntimeReadyCheck(a.Loop().RuntimeReady)}
+	if p := a.PLEG(); p != nil {
+		checks = append(checks, nodestatus.PLEGCheck(p.Healthy))
+	}
+	setters := nodestatus.SettersConfig{
+		Machine:      nodestatus.MachineInfoConfig{Machine: nodestatus.MachineReader{}.Read},
+		AgentVersion: "nodekit-edge",
+		ReadyChecks:  checks,
+	}
+	if v, ok := a.CRI().(nodestatus.RuntimeVersioner); ok {
+		setters.Runtime = v
+	}
+	if l, ok := a.CRI().(nodestatus.ImageLister); ok {
+		setters.Images = l
+	}
+	ctrl, err := nodestatus.New(nodestatus.Config{
+		NodeName:        o.nodeName,
+		Sink:            nodeSink,
+		Setters:         nodestatus.DefaultSetters(setters),
+		UpdateFrequency: o.statusEvery,
+		Logger:          log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: client, NodeName: o.nodeName, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}, {Name: "node lease", Run: lease.Run}}, nil
+}
+
+func run(ctx context.Context, o options, client kubernetes.Interface, out io.Writer) error {
+	level := zapcore.WarnLevel
+	if o.verbose {
+		level = zapcore.InfoLevel
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level))
+	defer log.Sync() //nolint:errcheck // best effort on exit
+
+	e, err := build(o, client, log)
+	if err != nil {
+		return err
+	}
+	runtimeName := o.endpoint
+	if runtimeName == "" {
+		runtimeName = "in-memory fake runtime"
+	}
+	fmt.Fprintf(out, "nodekit edge agent: node %s, runtime %s, state %s\n\n", o.nodeName, runtimeName, e.root)
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	shown := make(chan struct{})
+	go func() {
+		defer close(shown)
+		if !o.quiet {
+			show(ctx, e.agent, out)
+		}
+	}()
+	err = e.agent.Run(ctx)
+	<-shown
+	return err
+}
+
+// row is one line of the pod table.
+type row struct{ pod, phase, ready string }
+
+func rows(agent *nodekit.Agent) []row {
+	var out []row
+	for _, pod := range agent.Pods() {
+		st, ok := agent.StatusManager().GetPodStatus(pod.UID)
+		if !ok {
+			st.Phase = v1.PodPending
+		}
+		ready := 0
+		for _, cs := range st.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+		}
+		out = append(out, row{
+			pod:   pod.Namespace + "/" + pod.Name,
+			phase: string(st.Phase),
+			ready: fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pod < out[j].pod })
+	return out
+}
+
+func table(w io.Writer, rs []row) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tPHASE\tREADY")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.pod, r.phase, r.ready)
+	}
+	if len(rs) == 0 {
+		fmt.Fprintln(tw, "(no pods)")
+	}
+	tw.Flush()
+}
+
+// show prints the pod table whenever it changes (checked every second)
+// until ctx ends or the agent stops.
+func show(ctx context.Context, agent *nodekit.Agent, out io.Writer) {
+	select {
+	case <-agent.Ready():
+	case <-ctx.Done():
+		return
+	case <-agent.Done():
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := ""
+	for {
+		var sb strings.Builder
+		table(&sb, rows(agent))
+		if sb.String() != last {
+			fmt.Fprintf(out, "%s\n%s\n", time.Now().Format("15:04:05"), sb.String())
+			last = sb.String()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-agent.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
