@@ -21,5 +21,5 @@ func ExampleMemcgUsageThreshold() {
 	usage := eviction.MemcgUsageThreshold(ts[0], capacity, inactiveFile)
 	fmt.Printf("%s: arm memory.usage_in_bytes at %d bytes (%dMi)\n", ts[0], usage, usage/mi)
 	// Output:
-	// memory.available<100Mi: arm memory.usage_in_bytes at 9558818816 bytes (9116Mi)
+	// memory.available<100Mi: arm memory.usage_in_bytes at 9558818817 bytes (9116Mi)
 }

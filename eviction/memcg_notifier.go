@@ -21,6 +21,8 @@ import (
 // the wrapping error names the file.
 var ErrMemcgNotifier = errors.New("eviction: memcg notifier")
 
+var _ ThresholdNotifier = (*MemcgNotifier)(nil)
+
 // DefaultMemcgPollInterval is how often a cgroup v2 MemcgNotifier reads
 // the cgroup's memory files.
 const DefaultMemcgPollInterval = 100 * time.Millisecond
@@ -56,8 +58,9 @@ type MemcgNotifierConfig struct {
 // crosses its threshold, instead of at the next periodic cycle.
 //
 // Both versions watch the cgroup's working set (usage minus inactive file
-// pages) against the crossing point capacity - threshold, where capacity
-// (available + working set) comes from the Summary given to
+// pages) against the crossing point capacity - threshold + 1, the smallest
+// working set that leaves less than the threshold available, where
+// capacity (available + working set) comes from the Summary given to
 // UpdateThreshold.
 //
 // On cgroup v1 it registers an eventfd through cgroup.event_control on
@@ -65,7 +68,9 @@ type MemcgNotifierConfig struct {
 // the cgroup's total_inactive_file from memory.stat), as the kubelet does;
 // the kernel signals it whenever usage crosses that value, in either
 // direction, and Run calls trigger. The registration lives until
-// UpdateThreshold moves it, Run returns, or Close.
+// UpdateThreshold moves it, Run returns, or Close. Moving it loses no
+// crossing: a signal pending on the old eventfd, or usage found over the
+// new value while it was below the old one, triggers too.
 //
 // On cgroup v2, which has no usage thresholds, Run polls every
 // PollInterval (Poll): memory.current minus inactive_file (at the v2 root,
@@ -88,6 +93,9 @@ type MemcgNotifier struct {
 	usage   int64 // v1: the usage_in_bytes threshold registered
 	efd     int   // v1: the registered eventfd, or -1
 	epfd    int   // v1: Run's epoll fd while running, or -1
+	wake    int   // v1: Run's wake-up eventfd while running, or -1
+	v1Over  bool  // v1: usage was at or over the threshold when last seen
+	pending bool  // v1: a crossing found while re-arming, for Run
 	over    bool  // v2: the last poll saw the working set at or over cross
 	events  map[string]uint64
 }
@@ -143,6 +151,7 @@ func NewMemcgNotifier(cfg MemcgNotifierConfig) (*MemcgNotifier, error) {
 		version: cfg.Version,
 		efd:     -1,
 		epfd:    -1,
+		wake:    -1,
 	}, nil
 }
 
@@ -156,16 +165,21 @@ func containsDotDot(parts []string) bool {
 }
 
 // MemcgUsageThreshold is the cgroup v1 memory.usage_in_bytes value at
-// which a cgroup of the given capacity has only t's quantity left
-// available: capacity - threshold + inactiveFile (usage counts inactive
-// file pages that the working set does not). It is never negative.
+// which a cgroup of the given capacity has less than t's quantity
+// available: capacity - threshold + 1 + inactiveFile (usage counts
+// inactive file pages that the working set does not). The kernel signals
+// when usage reaches the value, and a threshold is met only when
+// available is strictly below it, so the value is one byte past the
+// kubelet's capacity - threshold + inactiveFile, at which the cycle the
+// signal starts would see available equal to the threshold and do
+// nothing. It is never negative.
 func MemcgUsageThreshold(t Threshold, capacity, inactiveFile int64) int64 {
 	return memcgCrossing(t, capacity) + max(inactiveFile, 0)
 }
 
-// memcgCrossing is the working set at which t is crossed.
+// memcgCrossing is the smallest working set at which t is met.
 func memcgCrossing(t Threshold, capacity int64) int64 {
-	return max(capacity-t.Value.QuantityOf(capacity), 0)
+	return max(capacity-t.Value.QuantityOf(capacity)+1, 0)
 }
 
 // Armed returns the value the notifier is armed at — on v1 the
@@ -248,8 +262,25 @@ func (n *MemcgNotifier) UpdateThreshold(s *Summary) error {
 			return fmt.Errorf("%w: adding the eventfd of %s to epoll: %w", ErrMemcgNotifier, dir, err)
 		}
 	}
+	// A crossing can fall between two registrations: signalled to the old
+	// eventfd and not read yet, or between the old and the new value (or
+	// during the switch) so that neither eventfd sees it. Catch both, so
+	// that moving the threshold never loses a crossing; the first
+	// registration only records where usage is.
+	lost := false
 	if n.efd >= 0 {
+		c, _ := memcgDrain(n.efd)
 		memcgClose(n.efd) // closing it also removes it from the epoll set
+		lost = c > 0
+	}
+	if cur, err := memcgReadUint(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
+		over := cur >= uint64(usage)
+		lost = lost || (n.armed && over && !n.v1Over)
+		n.v1Over = over
+	}
+	if lost {
+		n.pending = true
+		memcgWake(n.wake)
 	}
 	n.efd, n.usage, n.cross, n.armed = efd, usage, cross, true
 	n.log.Debug("armed", zap.String("cgroup", dir), zap.Int64("usageBytes", usage), zap.Int64("capacityBytes", capacity))

@@ -45,6 +45,16 @@ func memcgRegister(dir string, usage int64) (int, error) {
 
 func memcgClose(fd int) { _ = unix.Close(fd) }
 
+// memcgWake signals eventfd fd (nothing when fd < 0).
+func memcgWake(fd int) {
+	if fd < 0 {
+		return
+	}
+	var one [8]byte
+	bin.NativeEndian.PutUint64(one[:], 1)
+	_, _ = unix.Write(fd, one[:])
+}
+
 func memcgEpollAdd(epfd, fd int) error {
 	return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)})
 }
@@ -90,11 +100,11 @@ func (n *MemcgNotifier) runEventfd(ctx context.Context, trigger func()) (err err
 			return fmt.Errorf("%w: epoll_ctl: %w", ErrMemcgNotifier, err)
 		}
 	}
-	n.epfd = epfd
+	n.epfd, n.wake = epfd, wake
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
-		n.epfd = -1
+		n.epfd, n.wake = -1, -1
 		n.disarmLocked()
 		n.mu.Unlock()
 	}()
@@ -104,9 +114,7 @@ func (n *MemcgNotifier) runEventfd(ctx context.Context, trigger func()) (err err
 	wg.Go(func() {
 		select {
 		case <-ctx.Done():
-			var one [8]byte
-			bin.NativeEndian.PutUint64(one[:], 1)
-			_, _ = unix.Write(wake, one[:])
+			memcgWake(wake)
 		case <-done:
 		}
 	})
@@ -117,6 +125,13 @@ func (n *MemcgNotifier) runEventfd(ctx context.Context, trigger func()) (err err
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		n.mu.Lock()
+		pending := n.pending
+		n.pending = false
+		n.mu.Unlock()
+		if pending {
+			trigger()
 		}
 		k, err := unix.EpollWait(epfd, events, -1)
 		if errors.Is(err, unix.EINTR) {
@@ -141,7 +156,12 @@ func (n *MemcgNotifier) runEventfd(ctx context.Context, trigger func()) (err err
 				if err != nil {
 					n.log.Warn("reading the memcg eventfd", zap.Error(err))
 				}
-				fired = fired || c > 0
+				if c > 0 {
+					fired = true
+					if cur, err := memcgReadUint(filepath.Join(n.dir(1), "memory.usage_in_bytes")); err == nil {
+						n.v1Over = cur >= uint64(n.usage)
+					}
+				}
 			}
 			n.mu.Unlock()
 		}

@@ -89,13 +89,13 @@ func TestMemcgV1Arm(t *testing.T) {
 	}
 	defer n.Close()
 
-	// Capacity 4096Mi: usage threshold 4096 - 500 + 100 = 3696Mi.
+	// Capacity 4096Mi: usage threshold 4096 - 500 + 100 = 3696Mi, plus a byte.
 	if err := n.UpdateThreshold(allocSummary(1096, 3000)); err != nil {
 		t.Fatal(err)
 	}
 	efd1, usage, ok := tr.registration()
-	if !ok || usage != 3696*memcgMi {
-		t.Fatalf("registered %d (%v), want %d", usage, ok, 3696*memcgMi)
+	if !ok || usage != (3696*memcgMi+1) {
+		t.Fatalf("registered %d (%v), want %d", usage, ok, (3696*memcgMi + 1))
 	}
 	if v, armed := n.Armed(); !armed || v != usage {
 		t.Fatalf("Armed = %d, %v", v, armed)
@@ -125,8 +125,8 @@ func TestMemcgV1Arm(t *testing.T) {
 		t.Fatal(err)
 	}
 	efd2, usage, ok := tr.registration()
-	if !ok || usage != 3896*memcgMi {
-		t.Fatalf("re-registered %d (%v), want %d", usage, ok, 3896*memcgMi)
+	if !ok || usage != (3896*memcgMi+1) {
+		t.Fatalf("re-registered %d (%v), want %d", usage, ok, (3896*memcgMi + 1))
 	}
 	if efd2 == efd1 || !fdClosed(efd1) {
 		t.Fatalf("old eventfd %d not closed (new %d)", efd1, efd2)
@@ -170,8 +170,8 @@ func TestMemcgV1PendingCrossing(t *testing.T) {
 		t.Fatal(err)
 	}
 	efd, usage, ok := tr.registration()
-	if !ok || usage != 3<<30 {
-		t.Fatalf("registered %d (%v), want %d", usage, ok, 3<<30)
+	if !ok || usage != 3<<30+1 {
+		t.Fatalf("registered %d (%v), want %d", usage, ok, 3<<30+1)
 	}
 	signalEventfd(t, efd)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

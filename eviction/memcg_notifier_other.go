@@ -18,6 +18,10 @@ func memcgRegister(dir string, _ int64) (int, error) {
 
 func memcgClose(int) {}
 
+func memcgWake(int) {}
+
+func memcgDrain(int) (uint64, error) { return 0, nil }
+
 func memcgEpollAdd(int, int) error { return errors.ErrUnsupported }
 
 func (n *MemcgNotifier) runEventfd(context.Context, func()) error {

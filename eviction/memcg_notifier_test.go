@@ -19,7 +19,7 @@ import (
 
 const memcgMi = int64(1) << 20
 
-func memcgThreshold(t *testing.T, signal, value string) eviction.Threshold {
+func memcgThreshold(t testing.TB, signal, value string) eviction.Threshold {
 	t.Helper()
 	ts, err := eviction.ParseThresholds(map[string]string{signal: value}, nil, nil, nil)
 	if err != nil || len(ts) != 1 {
@@ -54,10 +54,14 @@ func newMemcgV2Tree(t *testing.T) *memcgV2Tree {
 
 // set writes kubepods' memory.current and inactive_file (MiB).
 func (tr *memcgV2Tree) set(currentMi, inactiveMi int64) {
+	tr.setBytes(currentMi*memcgMi, inactiveMi*memcgMi)
+}
+
+func (tr *memcgV2Tree) setBytes(current, inactive int64) {
 	dir := filepath.Join(tr.root, "kubepods")
-	memcgWrite(tr.t, filepath.Join(dir, "memory.current"), strconv.FormatInt(currentMi*memcgMi, 10)+"\n")
+	memcgWrite(tr.t, filepath.Join(dir, "memory.current"), strconv.FormatInt(current, 10)+"\n")
 	memcgWrite(tr.t, filepath.Join(dir, "memory.stat"),
-		"anon 1\nfile 2\nactive_file 3\ninactive_file "+strconv.FormatInt(inactiveMi*memcgMi, 10)+"\nslab 5\n")
+		"anon 1\nfile 2\nactive_file 3\ninactive_file "+strconv.FormatInt(inactive, 10)+"\nslab 5\n")
 }
 
 func (tr *memcgV2Tree) events(high, oomKill int) {
@@ -142,11 +146,12 @@ func TestMemcgUsageThreshold(t *testing.T) {
 		capacity, inactive int64
 		want               int64
 	}{
-		{"100Mi", 8 * gi, gi, 8*gi - 100*memcgMi + gi},
-		{"100Mi", 8 * gi, 0, 8*gi - 100*memcgMi},
-		{"25%", 8 * gi, 512 * memcgMi, 6*gi + 512*memcgMi},
+		// One byte past available == threshold: met is strictly below.
+		{"100Mi", 8 * gi, gi, 8*gi - 100*memcgMi + 1 + gi},
+		{"100Mi", 8 * gi, 0, 8*gi - 100*memcgMi + 1},
+		{"25%", 8 * gi, 512 * memcgMi, 6*gi + 1 + 512*memcgMi},
 		{"1Gi", 512 * memcgMi, 300 * memcgMi, 300 * memcgMi}, // threshold above capacity: crossed at once
-		{"100Mi", 8 * gi, -5, 8*gi - 100*memcgMi},            // nonsense inactive counts as 0
+		{"100Mi", 8 * gi, -5, 8*gi - 100*memcgMi + 1},        // nonsense inactive counts as 0
 	} {
 		th := memcgThreshold(t, "memory.available", tc.value)
 		if got := eviction.MemcgUsageThreshold(th, tc.capacity, tc.inactive); got != tc.want {
@@ -160,17 +165,19 @@ func TestMemcgUsageThreshold(t *testing.T) {
 func TestMemcgV2Poll(t *testing.T) {
 	tr := newMemcgV2Tree(t)
 	n := newV2Notifier(t, tr, eviction.MemcgNotifierConfig{})
-	// Capacity 4096Mi, threshold 500Mi: crossed at a working set of 3596Mi.
+	// Capacity 4096Mi, threshold 500Mi: met from a working set of 3596Mi+1.
 	if err := n.UpdateThreshold(allocSummary(1096, 3000)); err != nil {
 		t.Fatal(err)
 	}
-	if v, armed := n.Armed(); !armed || v != 3596*memcgMi {
-		t.Fatalf("Armed = %d, %v; want %d", v, armed, 3596*memcgMi)
+	if v, armed := n.Armed(); !armed || v != 3596*memcgMi+1 {
+		t.Fatalf("Armed = %d, %v; want %d", v, armed, 3596*memcgMi+1)
 	}
 	tr.set(3700, 200) // working set 3500Mi
 	mustPoll(t, n, false, "below")
-	tr.set(3796, 200) // 3596Mi: exactly at the crossing point
-	mustPoll(t, n, true, "at the crossing point")
+	tr.set(3796, 200) // 3596Mi: available is the threshold, not below it
+	mustPoll(t, n, false, "available equal to the threshold")
+	tr.setBytes(3796*memcgMi+1, 200*memcgMi)
+	mustPoll(t, n, true, "one byte over")
 	tr.set(3900, 200)
 	mustPoll(t, n, false, "still over")
 	tr.set(3900, 400) // 3500Mi: inactive file does not count
@@ -186,12 +193,12 @@ func TestMemcgV2Poll(t *testing.T) {
 	tr.events(1, 1)
 	mustPoll(t, n, true, "memory.events oom_kill grew")
 
-	// Re-arm: capacity 3200Mi now, crossed at 2700Mi; 3000Mi is over.
+	// Re-arm: capacity 3200Mi now, crossed at 2700Mi+1; 3000Mi is over.
 	if err := n.UpdateThreshold(allocSummary(200, 3000)); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := n.Armed(); v != 2700*memcgMi {
-		t.Fatalf("re-armed at %d, want %d", v, 2700*memcgMi)
+	if v, _ := n.Armed(); v != 2700*memcgMi+1 {
+		t.Fatalf("re-armed at %d, want %d", v, 2700*memcgMi+1)
 	}
 	mustPoll(t, n, true, "over the new crossing point")
 }
@@ -206,19 +213,19 @@ func TestMemcgV2PollRoot(t *testing.T) {
 			"\nfile "+strconv.FormatInt(fileMi*memcgMi, 10)+"\ninactive_file "+strconv.FormatInt(inactiveMi*memcgMi, 10)+"\n")
 	}
 	n, err := eviction.NewMemcgNotifier(eviction.MemcgNotifierConfig{
-		Threshold: memcgThreshold(t, "memory.available", "10%"), CgroupRoot: root,
+		Threshold: memcgThreshold(t, "memory.available", "25%"), CgroupRoot: root,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Capacity 1000Mi, threshold 10%: crossed at 900Mi.
+	// Capacity 1000Mi, threshold 25%: met over 750Mi.
 	if err := n.UpdateThreshold(&eviction.Summary{Memory: &eviction.MemoryStats{AvailableBytes: uint64(600 * memcgMi), WorkingSetBytes: uint64(400 * memcgMi)}}); err != nil {
 		t.Fatal(err)
 	}
-	stat(500, 500, 200)
-	mustPoll(t, n, false, "800Mi")
-	stat(600, 500, 200)
-	mustPoll(t, n, true, "900Mi")
+	stat(500, 450, 200)
+	mustPoll(t, n, false, "750Mi")
+	stat(500, 451, 200)
+	mustPoll(t, n, true, "751Mi")
 	if err := os.Remove(filepath.Join(root, "memory.stat")); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +267,7 @@ func TestMemcgV2Run(t *testing.T) {
 		tr := newMemcgV2Tree(t)
 		clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 		n := newV2Notifier(t, tr, eviction.MemcgNotifierConfig{Clock: clk, PollInterval: 50 * time.Millisecond})
-		if err := n.UpdateThreshold(allocSummary(1096, 3000)); err != nil { // crossed at 3596Mi
+		if err := n.UpdateThreshold(allocSummary(1096, 3000)); err != nil { // met over 3596Mi
 			t.Fatal(err)
 		}
 		tr.set(3000, 0)
