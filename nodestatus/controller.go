@@ -314,8 +314,14 @@ func (c *Controller) tryUpdate(ctx context.Context, try int) error {
 	return nil
 }
 
+// reportDue: the report period (plus the random delay) has passed since
+// the last report. A last report in the future means the clock went back
+// (e.g. a device that booted in 1970 got NTP time, or the other way round):
+// then a report is due now, which restarts the period from the new time,
+// instead of waiting for the clock to come back to the old one.
 func (c *Controller) reportDue() bool {
-	return c.clk.Since(c.lastReport) >= c.cfg.ReportFrequency+c.delay
+	since := c.clk.Since(c.lastReport)
+	return since < 0 || since >= c.cfg.ReportFrequency+c.delay
 }
 
 func (c *Controller) reported(node *v1.Node) {
@@ -375,7 +381,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, c.cfg.MaxRegisterBackoff)
 	}
-	start := c.clk.Now()
+	// The fast phase is measured in time waited, not by the wall clock,
+	// so that a clock jump neither stretches it (a jump back would make it
+	// last until the clock comes back) nor cuts it short.
+	var fastWaited time.Duration
 	for {
 		if err := c.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			c.log.Error("unable to update node status", zap.Error(err))
@@ -385,11 +394,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		next := c.cfg.UpdateFrequency
 		next += time.Duration(float64(next) * updateJitter * c.cfg.Rand())
-		if c.cfg.FastUpdateTimeout > 0 && c.clk.Since(start) < c.cfg.FastUpdateTimeout {
+		if c.cfg.FastUpdateTimeout > 0 && fastWaited < c.cfg.FastUpdateTimeout {
 			select {
 			case <-c.ready:
+				fastWaited = c.cfg.FastUpdateTimeout
 			default:
 				next = c.cfg.FastUpdateInterval
+				fastWaited += next
 			}
 		}
 		if !c.wait(ctx, next) {

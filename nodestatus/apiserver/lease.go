@@ -68,8 +68,10 @@ type LeaseController struct {
 	clk clock.Clock
 	log *zap.Logger
 
-	mu     sync.Mutex // serializes SyncOnce, guards latest
+	mu     sync.Mutex // serializes SyncOnce, guards latest and renewedAt
 	latest *coordinationv1.Lease
+	// renewedAt is the local clock reading of the last lease written.
+	renewedAt time.Time
 
 	runMu   sync.Mutex
 	running bool
@@ -192,6 +194,7 @@ func (c *LeaseController) ensure(ctx context.Context) (*coordinationv1.Lease, bo
 	if err != nil {
 		return nil, false, fmt.Errorf("creating lease: %w", err)
 	}
+	c.renewedAt = c.clk.Now()
 	c.log.Info("node lease created")
 	return lease, true, nil
 }
@@ -205,6 +208,7 @@ func (c *LeaseController) retryUpdate(ctx context.Context, base *coordinationv1.
 			updated, err = c.leases().Update(ctx, next, metav1.UpdateOptions{})
 			if err == nil {
 				c.latest = updated
+				c.renewedAt = c.clk.Now()
 				return nil
 			}
 			err = fmt.Errorf("updating lease: %w", err)
@@ -229,6 +233,30 @@ func (c *LeaseController) retryUpdate(ctx context.Context, base *coordinationv1.
 	return fmt.Errorf("%w: %d tries: %w", ErrLeaseUpdate, c.cfg.Retries, errors.Join(errs...))
 }
 
+// renewTime is the renew time for a renewal of base: now, unless that is
+// not after base's renew time (the clock went back, e.g. a device booting in
+// 1970 before NTP, or base was written by a clock ahead of ours). A lease's
+// renew time must grow with every renewal: the node lifecycle controller
+// takes a renew time that is not after the one it saw as no renewal, and
+// the node would go NotReady. Then the renewal is base's renew time plus
+// the time since our last write (monotonic with the real clock), or plus
+// RenewInterval when the clock cannot tell; it follows now again once the
+// clock has caught up.
+func (c *LeaseController) renewTime(base *coordinationv1.Lease) time.Time {
+	now := c.clk.Now()
+	if base == nil || base.Spec.RenewTime == nil || now.After(base.Spec.RenewTime.Time) {
+		return now
+	}
+	step := c.cfg.RenewInterval
+	if !c.renewedAt.IsZero() {
+		if since := c.clk.Since(c.renewedAt); since > 0 && since <= time.Duration(c.cfg.DurationSeconds)*time.Second {
+			step = since
+		}
+	}
+	// MicroTime keeps microseconds: make sure the step survives.
+	return base.Spec.RenewTime.Time.Add(max(step, time.Millisecond))
+}
+
 // newLease is base (or a new lease) renewed now, owned by the Node.
 func (c *LeaseController) newLease(ctx context.Context, base *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	var lease *coordinationv1.Lease
@@ -243,7 +271,7 @@ func (c *LeaseController) newLease(ctx context.Context, base *coordinationv1.Lea
 	}
 	d := c.cfg.DurationSeconds
 	lease.Spec.LeaseDurationSeconds = &d
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: c.clk.Now()}
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: c.renewTime(base)}
 	if len(lease.OwnerReferences) == 0 {
 		node, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
