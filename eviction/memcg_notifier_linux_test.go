@@ -185,3 +185,76 @@ func TestMemcgV1PendingCrossing(t *testing.T) {
 		t.Fatalf("Run returned %v", err)
 	}
 }
+
+// TestMemcgV1RearmLosesNoCrossing: moving the registration triggers when
+// the old eventfd had a signal nobody read, or when usage is over the new
+// value while it was below the old one — and not again while it stays
+// over.
+func TestMemcgV1RearmLosesNoCrossing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	root := t.TempDir()
+	tr := &memcgV1Tree{t: t, dir: filepath.Join(root, "memory", "kubepods")}
+	usage := func(mi int64) {
+		memcgWrite(t, filepath.Join(tr.dir, "memory.usage_in_bytes"), strconv.FormatInt(mi*memcgMi, 10)+"\n")
+	}
+	tr.inactive(0)
+	usage(3000)
+	memcgWrite(t, filepath.Join(tr.dir, "cgroup.event_control"), "")
+	n, err := eviction.NewMemcgNotifier(eviction.MemcgNotifierConfig{
+		Threshold: memcgThreshold(t, "allocatableMemory.available", "500Mi"), Cgroup: "kubepods", CgroupRoot: root,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.UpdateThreshold(allocSummary(1096, 3000)); err != nil { // 3596Mi+1
+		t.Fatal(err)
+	}
+	efd, _, _ := tr.registration()
+
+	triggers := make(chan struct{}, 10)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx, func() { triggers <- struct{}{} }) }()
+
+	// Usage 3400Mi: under the old value, over the new one (3396Mi+1).
+	usage(3400)
+	tr.inactive(0)
+	if err := n.UpdateThreshold(allocSummary(896, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	<-triggers
+	if !fdClosed(efd) {
+		t.Fatal("old eventfd not closed")
+	}
+	if _, _, ok := tr.registration(); !ok {
+		t.Fatal("not re-registered")
+	}
+	// Still over after another move: no new crossing.
+	tr.inactive(1)
+	if err := n.UpdateThreshold(allocSummary(896, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	efd2, _, ok := tr.registration()
+	if !ok {
+		t.Fatal("not re-registered")
+	}
+	// The kernel signalled the current eventfd just before the next move:
+	// the signal moves with it even if Run has not read it yet (Run may or
+	// may not have; exactly one trigger either way).
+	usage(3000)
+	signalEventfd(t, efd2)
+	tr.inactive(2)
+	if err := n.UpdateThreshold(allocSummary(896, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	<-triggers
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+	if len(triggers) != 0 {
+		t.Fatalf("%d extra triggers (one per crossing wanted)", len(triggers))
+	}
+}
