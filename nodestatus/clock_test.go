@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // jumpClock is a clock whose wall time can jump while its timers keep real
@@ -134,5 +135,43 @@ func TestClockJumpFastUpdates(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestSyncOnceFakeClockJumpBack: on k8s.io/utils' fake clock, one sync at
+// a time: after SetTime to 1970 the next sync reports (the last report is
+// in the future), the following ones wait for the report period again.
+func TestSyncOnceFakeClockJumpBack(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sink := newRecordingSink(t)
+	c := newTestController(t, clk, sink, &readyFlag{}, nil)
+	ctx := t.Context()
+	sync := func() int {
+		t.Helper()
+		_, _, before := sink.counts()
+		if err := c.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, _, after := sink.counts()
+		return after - before
+	}
+	if n := sync(); n != 1 {
+		t.Fatalf("first sync: %d patches", n)
+	}
+	clk.Step(DefaultUpdateFrequency)
+	if n := sync(); n != 0 {
+		t.Fatalf("heartbeat-only sync patched %d times", n)
+	}
+	clk.SetTime(time.Unix(0, 0))
+	if n := sync(); n != 1 {
+		t.Errorf("first sync after the jump back: %d patches, want 1", n)
+	}
+	clk.Step(DefaultUpdateFrequency)
+	if n := sync(); n != 0 {
+		t.Errorf("sync 10s after the jump: %d patches, want 0", n)
+	}
+	clk.Step(DefaultReportFrequency)
+	if n := sync(); n != 1 {
+		t.Errorf("sync a report period after the jump: %d patches, want 1", n)
 	}
 }

@@ -10,10 +10,12 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // jumpClock is a clock whose wall time can jump while its timers keep real
@@ -128,5 +130,56 @@ func TestLeaseClockJump(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestLeaseSyncOnceFakeClockJump: the same on k8s.io/utils' fake clock,
+// one renewal at a time: after SetTime to 1970 the renewal lies one renew
+// interval after the last one; after SetTime a year ahead it is the
+// clock's time.
+func TestLeaseSyncOnceFakeClockJump(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	client := fake.NewClientset(leaseNode())
+	l := newLease(t, client, clk, nil)
+	ctx := t.Context()
+	renew := func() time.Time {
+		t.Helper()
+		if err := l.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lease.Spec.RenewTime.Time
+	}
+	if got := renew(); !got.Equal(t0) {
+		t.Fatalf("created with %v, want %v", got, t0)
+	}
+	clk.SetTime(time.Unix(0, 0))
+	if got, want := renew(), t0.Add(10*time.Second); !got.Equal(want) {
+		t.Errorf("renewal after the jump to 1970 = %v, want %v", got, want)
+	}
+	clk.Step(10 * time.Second)
+	if got, want := renew(), t0.Add(20*time.Second); !got.Equal(want) {
+		t.Errorf("next renewal = %v, want %v (10s on)", got, want)
+	}
+	year := t0.AddDate(1, 0, 0)
+	clk.SetTime(year)
+	if got := renew(); !got.Equal(year) {
+		t.Errorf("renewal after the jump a year ahead = %v, want %v", got, year)
+	}
+	creates, updates := 0, 0
+	for _, v := range verbs(client, "leases") {
+		switch v {
+		case "create":
+			creates++
+		case "update":
+			updates++
+		}
+	}
+	if creates != 1 || updates != 3 {
+		t.Errorf("lease actions %v: %d creates, %d updates, want 1 and 3", verbs(client, "leases"), creates, updates)
 	}
 }
