@@ -40,6 +40,26 @@ type CgroupStatsConfig struct {
 	NodeFsPath, ImageFsPath string
 	// ProcRoot is where proc is mounted (default "/proc").
 	ProcRoot string
+	// ContainerStats, when set, is asked every Summary for the stats of
+	// all containers (CRI ListContainerStats): each container's writable
+	// layer (PodStats.RootfsBytes/RootfsInodes, ContainerStats.RootfsBytes)
+	// and working set. Containers are matched to pods by the
+	// io.kubernetes.pod.uid and io.kubernetes.container.name labels; a pod
+	// with containers but no pod cgroup is reported from these stats
+	// alone. Nil: no writable layers. A failing call is logged and the
+	// rest of the Summary is still returned.
+	ContainerStats ContainerStatsLister
+	// PodLogsRoot, when set, is the runtime's pod log directory (such as
+	// "/var/log/pods"), laid out <PodLogsRoot>/<namespace>_<name>_<uid>/
+	// <container>/<restart>.log: each pod's directory is measured
+	// (PodStats.LogsBytes/LogsInodes) and each container's
+	// (ContainerStats.LogsBytes).
+	PodLogsRoot string
+	// PodsDir, when set, is the agent's pods directory; the emptyDir
+	// volumes <PodsDir>/<uid>/volumes/kubernetes.io~empty-dir/<volume> are
+	// measured (PodStats.VolumeBytes/VolumeInodes), except those on
+	// another file system than their parent (medium Memory, a tmpfs).
+	PodsDir string
 	Clock    clock.Clock
 	Logger   *zap.Logger
 }
@@ -57,9 +77,12 @@ type CgroupStatsConfig struct {
 // AllocatableMemory is measured the same way on the pods cgroup. Each pod
 // cgroup gives MemoryWorkingSetBytes and Processes (pids.current, or the
 // number of pids in cgroup.procs of the pod cgroup and all its
-// descendants when the pids controller is missing). PodStats.Containers
-// and disk usage are left empty: cgroups do not know container names or
-// disk use. PID: MaxPID is the smaller of kernel.pid_max and
+// descendants when the pids controller is missing). Disk use and
+// PodStats.Containers come from CRI stats and directory walks when
+// ContainerStats, PodLogsRoot or PodsDir are set (see those fields); a
+// walk counts allocated blocks and inodes, does not follow symbolic links,
+// does not cross into other file systems, does not descend more than 64
+// levels, and stops when ctx ends. PID: MaxPID is the smaller of kernel.pid_max and
 // kernel.threads-max, NumProcesses the number of scheduling entities
 // (threads) in /proc/loadavg, the count pid_max limits.
 type CgroupStats struct {
@@ -88,6 +111,11 @@ func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
 			return nil, fmt.Errorf("%w: PodsCgroup %q is not a cgroup below the root", ErrInvalidConfig, cfg.PodsCgroup)
 		}
 		cfg.PodsCgroup = p
+	}
+	for _, d := range []struct{ name, path string }{{"PodLogsRoot", cfg.PodLogsRoot}, {"PodsDir", cfg.PodsDir}} {
+		if d.path != "" && !filepath.IsAbs(d.path) {
+			return nil, fmt.Errorf("%w: %s %q is not absolute", ErrInvalidConfig, d.name, d.path)
+		}
 	}
 	if cfg.ImageFsPath != "" && cfg.NodeFsPath == "" {
 		return nil, fmt.Errorf("%w: ImageFsPath is set without NodeFsPath", ErrInvalidConfig)
@@ -162,6 +190,11 @@ func (s *CgroupStats) Summary(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 		sum.Pods = pods
+	}
+	if s.diskStatsEnabled() {
+		if sum.Pods, err = s.addDiskStats(ctx, sum.Pods); err != nil {
+			return nil, err
+		}
 	}
 
 	if s.cfg.NodeFsPath != "" {

@@ -1,0 +1,263 @@
+package eviction
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ContainerStatsLister is the part of a CRI runtime client that CgroupStats
+// uses: the stats of every container (the CRI RuntimeService's
+// ListContainerStats, which runtime/remote's Client has).
+type ContainerStatsLister interface {
+	ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error)
+}
+
+// The labels every kubelet-compatible agent (nodekit's runtime included)
+// puts on a pod's containers; redeclared here so that eviction does not
+// import the runtime package.
+const (
+	labelPodUID        = "io.kubernetes.pod.uid"
+	labelContainerName = "io.kubernetes.container.name"
+)
+
+// emptyDirDir is the directory of emptyDir volumes under
+// <PodsDir>/<uid>/volumes: the plugin name "kubernetes.io/empty-dir"
+// escaped as the kubelet escapes it.
+const emptyDirDir = "kubernetes.io~empty-dir"
+
+// diskUsage is the space (allocated blocks) and inodes of a tree.
+type diskUsage struct{ Bytes, Inodes uint64 }
+
+func (u *diskUsage) add(v diskUsage) {
+	u.Bytes += v.Bytes
+	u.Inodes += v.Inodes
+}
+
+func (s *CgroupStats) diskStatsEnabled() bool {
+	return s.cfg.ContainerStats != nil || s.cfg.PodLogsRoot != "" || s.cfg.PodsDir != ""
+}
+
+// podSet indexes the pods of a summary by UID while it is filled.
+type podSet struct {
+	pods  []PodStats
+	index map[types.UID]int
+}
+
+func (p *podSet) get(uid types.UID) *PodStats {
+	if i, ok := p.index[uid]; ok {
+		return &p.pods[i]
+	}
+	return nil
+}
+
+func (p *podSet) add(uid types.UID) *PodStats {
+	p.index[uid] = len(p.pods)
+	p.pods = append(p.pods, PodStats{UID: uid})
+	return &p.pods[len(p.pods)-1]
+}
+
+// container returns the pod's container named name, adding it if needed.
+func container(p *PodStats, name string) *ContainerStats {
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			return &p.Containers[i]
+		}
+	}
+	p.Containers = append(p.Containers, ContainerStats{Name: name})
+	return &p.Containers[len(p.Containers)-1]
+}
+
+// addDiskStats fills the disk usage and the containers of pods (the pods
+// found in the cgroups), adding the pods that only CRI stats know. A
+// failing CRI call or a directory that cannot be measured is logged and
+// leaves its part empty; only ctx's end is an error.
+func (s *CgroupStats) addDiskStats(ctx context.Context, pods []PodStats) ([]PodStats, error) {
+	set := &podSet{pods: pods, index: make(map[types.UID]int, len(pods))}
+	for i := range pods {
+		set.index[pods[i].UID] = i
+	}
+	if s.cfg.ContainerStats != nil {
+		if err := s.addCRIStats(ctx, set); err != nil {
+			return nil, err
+		}
+	}
+	if s.cfg.PodLogsRoot != "" {
+		if err := s.addLogStats(ctx, set); err != nil {
+			return nil, err
+		}
+	}
+	if s.cfg.PodsDir != "" {
+		if err := s.addVolumeStats(ctx, set); err != nil {
+			return nil, err
+		}
+	}
+	for i := range set.pods {
+		slices.SortFunc(set.pods[i].Containers, func(a, b ContainerStats) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return set.pods, nil
+}
+
+// addCRIStats adds each container's writable layer and working set. Of
+// several instances of a container (restarts not yet collected) the one
+// with the highest attempt counts, as the kubelet keeps only the latest.
+// Pods with no cgroup get their containers' working set as theirs.
+func (s *CgroupStats) addCRIStats(ctx context.Context, set *podSet) error {
+	stats, err := s.cfg.ContainerStats.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Warn("CRI container stats failed: pod disk usage is without writable layers", zap.Error(err))
+		return nil
+	}
+	type key struct {
+		uid  types.UID
+		name string
+	}
+	latest := make(map[key]*runtimeapi.ContainerStats, len(stats))
+	for _, st := range stats {
+		attr := st.GetAttributes()
+		uid := types.UID(attr.GetLabels()[labelPodUID])
+		name := attr.GetLabels()[labelContainerName]
+		if name == "" {
+			name = attr.GetMetadata().GetName()
+		}
+		if uid == "" || name == "" {
+			continue // not a pod's container
+		}
+		k := key{uid, name}
+		if old, ok := latest[k]; !ok || attr.GetMetadata().GetAttempt() > old.GetAttributes().GetMetadata().GetAttempt() {
+			latest[k] = st
+		}
+	}
+	keys := make([]key, 0, len(latest))
+	for k := range latest {
+		keys = append(keys, k)
+	}
+	// Pods added here come after the cgroup pods, in UID order.
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(strings.Compare(string(a.uid), string(b.uid)), strings.Compare(a.name, b.name))
+	})
+	criOnly := map[types.UID]bool{}
+	for _, k := range keys {
+		st := latest[k]
+		p := set.get(k.uid)
+		if p == nil {
+			p = set.add(k.uid)
+			criOnly[k.uid] = true
+		}
+		ws := st.GetMemory().GetWorkingSetBytes().GetValue()
+		layer := st.GetWritableLayer()
+		c := container(p, k.name)
+		c.MemoryWorkingSetBytes = ws
+		c.RootfsBytes = layer.GetUsedBytes().GetValue()
+		p.RootfsBytes += c.RootfsBytes
+		p.RootfsInodes += layer.GetInodesUsed().GetValue()
+		if criOnly[k.uid] {
+			p.MemoryWorkingSetBytes += ws
+		}
+	}
+	return nil
+}
+
+// addLogStats measures each known pod's log directory,
+// <PodLogsRoot>/<namespace>_<name>_<uid>, and in it each container's
+// directory.
+func (s *CgroupStats) addLogStats(ctx context.Context, set *podSet) error {
+	entries, err := os.ReadDir(s.cfg.PodLogsRoot)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("pod log directories not measured", zap.Error(err))
+		}
+		return nil
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		parts := strings.Split(e.Name(), "_")
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+			continue
+		}
+		p := set.get(types.UID(parts[2]))
+		if p == nil {
+			continue // not a pod of this summary
+		}
+		dir := filepath.Join(s.cfg.PodLogsRoot, e.Name())
+		total, truncated, err := duDir(ctx, dir, func(name string, isDir bool, u diskUsage) {
+			if isDir {
+				container(p, name).LogsBytes = u.Bytes
+			}
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.logDuError(p.UID, dir, err)
+			continue
+		}
+		if truncated {
+			s.log.Debug("pod log directory too deep, measured in part", zap.String("dir", dir))
+		}
+		p.LogsBytes, p.LogsInodes = total.Bytes, total.Inodes
+	}
+	return nil
+}
+
+// addVolumeStats measures each known pod's emptyDir volumes,
+// <PodsDir>/<uid>/volumes/kubernetes.io~empty-dir/<volume>. A volume on
+// another file system than its parent directory (medium Memory: a tmpfs
+// mounted there) holds no node disk and is skipped.
+func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
+	for i := range set.pods {
+		p := &set.pods[i]
+		if !safeSegment(string(p.UID)) {
+			continue
+		}
+		dir := filepath.Join(s.cfg.PodsDir, string(p.UID), "volumes", emptyDirDir)
+		var vols diskUsage
+		_, truncated, err := duDir(ctx, dir, func(_ string, isDir bool, u diskUsage) {
+			if isDir {
+				vols.add(u)
+			}
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				s.logDuError(p.UID, dir, err)
+			}
+			continue
+		}
+		if truncated {
+			s.log.Debug("emptyDir volume too deep, measured in part", zap.String("dir", dir))
+		}
+		p.VolumeBytes, p.VolumeInodes = vols.Bytes, vols.Inodes
+	}
+	return nil
+}
+
+func (s *CgroupStats) logDuError(uid types.UID, dir string, err error) {
+	if errors.Is(err, fs.ErrNotExist) {
+		s.log.Debug("directory vanished while measured", zap.String("uid", string(uid)), zap.String("dir", dir))
+		return
+	}
+	s.log.Warn("disk usage not measured", zap.String("uid", string(uid)), zap.String("dir", dir), zap.Error(err))
+}
+
+// safeSegment: s can be one path segment (a UID from a cgroup or CRI
+// label is not trusted to be one).
+func safeSegment(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && !strings.ContainsRune(s, 0)
+}
