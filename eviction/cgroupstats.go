@@ -60,8 +60,8 @@ type CgroupStatsConfig struct {
 	// measured (PodStats.VolumeBytes/VolumeInodes), except those on
 	// another file system than their parent (medium Memory, a tmpfs).
 	PodsDir string
-	Clock    clock.Clock
-	Logger   *zap.Logger
+	Clock   clock.Clock
+	Logger  *zap.Logger
 }
 
 // CgroupStats is a StatsProvider that reads the cgroup hierarchy, /proc and
