@@ -615,8 +615,32 @@ func (p *Persisted) Sync(ctx context.Context) error {
 	return nil
 }
 
-// Run calls Sync every SyncPeriod until ctx is done and returns nil then.
+// Inventory checks every copy on disk (setting aside the corrupt ones and
+// removing the leftovers of interrupted writes) and logs how many
+// configMaps and secrets are there to serve while the API server is
+// unreachable. It returns the counts.
+func (p *Persisted) Inventory() (configMaps, secrets int, err error) {
+	keys, err := p.list()
+	if err != nil {
+		p.log.Warn("cannot read the copies on disk", zap.Error(err))
+		return 0, 0, err
+	}
+	for _, k := range keys {
+		if k.kind == "secret" {
+			secrets++
+		} else {
+			configMaps++
+		}
+	}
+	p.log.Info("configMaps and secrets stored on disk", zap.String("dir", p.dir),
+		zap.Int("configmaps", configMaps), zap.Int("secrets", secrets))
+	return configMaps, secrets, nil
+}
+
+// Run takes the Inventory, then calls Sync every SyncPeriod until ctx is
+// done and returns nil then.
 func (p *Persisted) Run(ctx context.Context) error {
+	_, _, _ = p.Inventory() // logged
 	t := p.clock.NewTicker(p.period)
 	defer t.Stop()
 	for {

@@ -188,6 +188,12 @@ func TestPersistedCorruptSetAside(t *testing.T) {
 	if _, err := os.Stat(path + ".corrupt"); err != nil {
 		t.Errorf("corrupt copy not set aside: %v", err)
 	}
+	if cms, secs, err := p2.Inventory(); err != nil || cms != 1 || secs != 1 {
+		t.Errorf("Inventory = %d configMaps, %d secrets, %v", cms, secs, err)
+	}
+	if logs.FilterMessage("configMaps and secrets stored on disk").Len() != 1 {
+		t.Errorf("inventory not logged: %v", logs.All())
+	}
 	if logs.FilterMessageSnippet("corrupt copy on disk set aside").Len() != 1 {
 		t.Errorf("logs: %v", logs.All())
 	}
