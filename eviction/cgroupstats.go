@@ -89,6 +89,7 @@ type CgroupStats struct {
 	cfg    CgroupStatsConfig
 	log    *zap.Logger
 	statfs func(path string) (*FsStats, error)
+	du     func(ctx context.Context, path string, child func(name string, isDir bool, u diskUsage)) (diskUsage, bool, error)
 }
 
 // NewCgroupStats validates cfg and fills defaults; it does no I/O.
@@ -126,7 +127,7 @@ func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &CgroupStats{cfg: cfg, log: cfg.Logger.Named("eviction.stats"), statfs: statfs}, nil
+	return &CgroupStats{cfg: cfg, log: cfg.Logger.Named("eviction.stats"), statfs: statfs, du: duDir}, nil
 }
 
 var _ StatsProvider = (*CgroupStats)(nil)

@@ -194,7 +194,7 @@ func (s *CgroupStats) addLogStats(ctx context.Context, set *podSet) error {
 			continue // not a pod of this summary
 		}
 		dir := filepath.Join(s.cfg.PodLogsRoot, e.Name())
-		total, truncated, err := duDir(ctx, dir, func(name string, isDir bool, u diskUsage) {
+		total, truncated, err := s.du(ctx, dir, func(name string, isDir bool, u diskUsage) {
 			if isDir {
 				container(p, name).LogsBytes = u.Bytes
 			}
@@ -226,7 +226,7 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		}
 		dir := filepath.Join(s.cfg.PodsDir, string(p.UID), "volumes", emptyDirDir)
 		var vols diskUsage
-		_, truncated, err := duDir(ctx, dir, func(_ string, isDir bool, u diskUsage) {
+		_, truncated, err := s.du(ctx, dir, func(_ string, isDir bool, u diskUsage) {
 			if isDir {
 				vols.add(u)
 			}
