@@ -86,20 +86,18 @@ func BenchmarkPodCgroupValues(b *testing.B) {
 	b.Run("pods=110", func(b *testing.B) {
 		b.Run("nodekit", func(b *testing.B) {
 			opts := containermgr.PodResourceOptions{CPUPeriod: cfsPeriod}
-			b.ReportAllocs()
-			for b.Loop() {
+			loop(b, func() {
 				for _, p := range pods {
 					_ = containermgr.ResourceConfigForPod(p, opts)
 				}
-			}
+			})
 		})
 		b.Run("kubelet", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
+			loop(b, func() {
 				for _, p := range pods {
 					_ = kcm.ResourceConfigForPod(p, true, cfsPeriod, false, kubeletconfig.NoneMemoryReservationPolicy)
 				}
-			}
+			})
 		})
 	})
 }

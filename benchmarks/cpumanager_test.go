@@ -28,9 +28,11 @@ import (
 //
 // Both sides keep their state in a checkpoint file, as they do in an
 // agent, in a directory on tmpfs (/dev/shm when present): nodekit's
-// Manager writes one checkpoint per change; the kubelet's static policy
-// over its checkpoint state (what its Manager uses) writes one per state
-// setter call. Neither side's manager loop (reconcile, CRI updates) runs.
+// Manager writes one checkpoint per AllocatePod / RemovePod (temp file,
+// fsync, rename, directory fsync); the kubelet's static policy over its
+// checkpoint state (what its Manager uses) writes one per state setter
+// call (two per exclusive container allocated or removed). Neither side's
+// manager loop (reconcile, CRI updates) runs.
 
 const cpuPods = 8
 
@@ -96,22 +98,21 @@ func newNKCPU(tb testing.TB) cpuDriver {
 		tb.Fatal(err)
 	}
 	return cpuDriver{
+		// What nodekit's admission calls (Admit -> AllocatePod): every
+		// container of the pod, one checkpoint write; RemovePod when the
+		// pod is gone.
 		alloc: func(pods []*v1.Pod) error {
 			for _, p := range pods {
-				for i := range p.Spec.Containers {
-					if err := m.Allocate(p, &p.Spec.Containers[i]); err != nil {
-						return err
-					}
+				if err := m.AllocatePod(p); err != nil {
+					return err
 				}
 			}
 			return nil
 		},
 		remove: func(pods []*v1.Pod) error {
 			for _, p := range pods {
-				for _, c := range p.Spec.Containers {
-					if err := m.RemoveContainer(string(p.UID), c.Name); err != nil {
-						return err
-					}
+				if err := m.RemovePod(string(p.UID)); err != nil {
+					return err
 				}
 			}
 			return nil
@@ -144,6 +145,9 @@ func newKubeletCPU(tb testing.TB) cpuDriver {
 		tb.Fatal(err)
 	}
 	return cpuDriver{
+		// What the kubelet's admission does (its topology manager calls
+		// the cpu manager's Allocate for each container) and what its
+		// RemoveContainer does for each container.
 		alloc: func(pods []*v1.Pod) error {
 			for _, p := range pods {
 				for i := range p.Spec.Containers {
@@ -223,15 +227,14 @@ func BenchmarkCPUManagerStatic(b *testing.B) {
 			b.Run(impl.name, func(b *testing.B) {
 				d := impl.new(b)
 				pods := cpuPodSet()
-				b.ReportAllocs()
-				for b.Loop() {
+				loop(b, func() {
 					if err := d.alloc(pods); err != nil {
 						b.Fatal(err)
 					}
 					if err := d.remove(pods); err != nil {
 						b.Fatal(err)
 					}
-				}
+				})
 			})
 		}
 	})

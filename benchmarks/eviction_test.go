@@ -95,19 +95,17 @@ func BenchmarkEvictionRankMemory(b *testing.B) {
 			pods, ku, nk := evictionInput(n)
 			work := make([]*v1.Pod, n)
 			b.Run("nodekit", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
+				loop(b, func() {
 					copy(work, pods)
 					nodekitRank(work, eviction.SignalMemoryAvailable, nk, false)
-				}
+				})
 			})
 			b.Run("kubelet", func(b *testing.B) {
 				stats := kubeletCachedStatsFunc(ku)
-				b.ReportAllocs()
-				for b.Loop() {
+				loop(b, func() {
 					copy(work, pods)
 					kubeletRankMemoryPressure(work, stats)
-				}
+				})
 			})
 		})
 	}

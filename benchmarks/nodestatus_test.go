@@ -112,19 +112,17 @@ func BenchmarkNodeStatusHeartbeatPatch(b *testing.B) {
 	checkNodePatchSame(b)
 	old, cur := heartbeatPair()
 	b.Run("nodekit", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
+		loop(b, func() {
 			if _, err := apiserver.StatusPatch(old, cur); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 	b.Run("kubelet", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
+		loop(b, func() {
 			if _, err := kubeletNodeStatusPatch("node-1", old, cur); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 }

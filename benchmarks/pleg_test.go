@@ -226,13 +226,12 @@ func benchPLEG(b *testing.B, changed bool) {
 					if changed {
 						want = n / 10
 					}
-					b.ReportAllocs()
-					for b.Loop() {
+					loop(b, func() {
 						d.relist()
 						if got := d.count(); got != want {
 							b.Fatalf("%d events, want %d", got, want)
 						}
-					}
+					})
 				})
 			}
 		})

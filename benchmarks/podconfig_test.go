@@ -246,8 +246,7 @@ func BenchmarkPodConfigInitialLoad(b *testing.B) {
 			for _, impl := range pcImpls {
 				b.Run(impl.name, func(b *testing.B) {
 					srcs := splitSources(n)
-					b.ReportAllocs()
-					for b.Loop() {
+					loop(b, func() {
 						d := impl.new(pcSources)
 						for i, pods := range srcs {
 							d.send(i, pods)
@@ -256,7 +255,7 @@ func BenchmarkPodConfigInitialLoad(b *testing.B) {
 							}
 						}
 						d.stop()
-					}
+					})
 				})
 			}
 		})
@@ -283,6 +282,7 @@ func BenchmarkPodConfigResyncUnchanged(b *testing.B) {
 					sets := [][]*v1.Pod{a, c}
 					b.ReportAllocs()
 					b.ResetTimer()
+					c0 := cpuNow()
 					for i := range b.N {
 						if i < b.N-1 {
 							d.send(0, sets[i&1])
@@ -294,6 +294,7 @@ func BenchmarkPodConfigResyncUnchanged(b *testing.B) {
 						}
 					}
 					b.StopTimer()
+					reportCPU(b, c0)
 				})
 			}
 		})
@@ -314,14 +315,13 @@ func BenchmarkPodConfigResyncOneStatus(b *testing.B) {
 					d.recvOp()
 					sets := [][]*v1.Pod{pending, running}
 					k := 0
-					b.ReportAllocs()
-					for b.Loop() {
+					loop(b, func() {
 						d.send(0, sets[k&1])
 						k++
 						if op := d.recvOp(); op != "RECONCILE" {
 							b.Fatalf("got %s", op)
 						}
-					}
+					})
 				})
 			}
 		})
