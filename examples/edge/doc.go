@@ -35,7 +35,8 @@
 //     read from the API server is stored on disk; when the API server cannot
 //     answer, the stored copy is used; an object the API server says is gone
 //     is removed; every minute the copies are refreshed and those no pod uses
-//     any more are removed.
+//     any more are removed. Service account tokens of projected volumes
+//     (the default kube-api-access-* volume) are kept the same way.
 //   - Node status and lease: the status is computed every --status-every
 //     and sent when the API server answers (only the latest, never a
 //     backlog); the lease is renewed every 10s and, after a failure, retried
@@ -58,6 +59,8 @@
 //	S/objects/secrets/<ns>_<name>      each secret a pod uses (the v1 Secret object, its
 //	                                   data NOT encrypted: protect S like the node's
 //	                                   credential; use disk encryption on the appliance)
+//	S/objects/tokens/t-<sha256>        the last service account token of each pod, service
+//	                                   account and audience (a bearer credential: same care)
 //	S/pods/<uid>/...                   the pods' volumes (secret volumes on tmpfs when
 //	                                   running as root on a real runtime) as the kubelet
 //	                                   keeps them under /var/lib/kubelet/pods
@@ -75,6 +78,7 @@
 // overwritten), a warning says so, and the agent starts with the rest: a
 // corrupt pod set starts no stored pods (the API server's set is used when
 // it answers); a corrupt object is fetched again from the API server when
-// it answers. Service account tokens are not stored: a pod with a projected
-// service account token cannot start while the API server is unreachable.
+// it answers. The stored service account token is served offline whatever its
+// expiry (the pod cannot reach the API server anyway); a fresh one replaces
+// it when the volume is refreshed with the API server back.
 package main

@@ -106,14 +106,15 @@ func unmountUnder(t *testing.T, dir string) {
 // TestEdgeRebootWithoutAPIServer runs the examples/edge agent on containerd
 // joined to a real kube-apiserver with the node's credential:
 //  1. three pods bound to the node run (one mounts a secret and a
-//     configMap and reads a configMap key into its env);
+//     configMap and reads a configMap key into its env, one has the default
+//     service account token volume);
 //  2. the agent is killed and the admin deletes one pod while the node is
 //     away; the API server is stopped;
 //  3. a reboot: every container is killed and removed, containerd restarts,
 //     the agent's tmpfs mounts are gone;
 //  4. the agent starts again on the same state dir with the API server
 //     still down: the pods (the deleted one too: the node cannot know) run
-//     again within 10s, the secret and configMap served from disk;
+//     again within 10s, the secret, configMaps and token served from disk;
 //  5. the API server returns: the two remaining pods are not restarted (same
 //     container IDs as after the reboot), their status in the API server
 //     names those containers and is Running and Ready, the node lease is
@@ -246,6 +247,17 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The API server's CA for the service account token volume (the
+	// controller manager, which would publish it, does not run here).
+	if _, err := admin.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if _, err := admin.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "default"},
+			Data:       map[string]string{"ca.crt": "not a real CA: a stand-in for the e2e test\n"},
+		}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
 	agent = startEdgeAgent(t, bin, args, logPath)
 
 	no := false
@@ -261,6 +273,11 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 					Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
 				}},
 			},
+		}
+		if podName == keep {
+			// The default service account token volume (kube-api-access-*):
+			// its token is served from disk after the reboot.
+			p.Spec.AutomountServiceAccountToken = nil
 		}
 		if withVolumes {
 			c := &p.Spec.Containers[0]
@@ -350,10 +367,15 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 		{"cat /creds/password", "s3cret-edge"},
 		{"cat /config/motd", "hello from the config"},
 		{"echo $MODE", "offline-ok"},
+		{"keep: test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token", "token"},
 	} {
-		stdout, stderr, err := cri.ExecSync(ctx, afterReboot[vols], []string{"sh", "-c", check.cmd}, 10*time.Second)
+		pod, cmd := vols, check.cmd
+		if rest, ok := strings.CutPrefix(cmd, "keep: "); ok {
+			pod, cmd = keep, rest
+		}
+		stdout, stderr, err := cri.ExecSync(ctx, afterReboot[pod], []string{"sh", "-c", cmd}, 10*time.Second)
 		if err != nil || strings.TrimSpace(string(stdout)) != check.want {
-			t.Fatalf("%s in %s: %q %q %v, want %q", check.cmd, vols, stdout, stderr, err, check.want)
+			t.Fatalf("%s in %s: %q %q %v, want %q", cmd, pod, stdout, stderr, err, check.want)
 		}
 	}
 

@@ -10,7 +10,7 @@
 // exactly the objects its pods reference.
 //
 // Persisted (NewPersisted) does the same reads and keeps a copy of every
-// configMap and secret on disk (atomic, checksummed, 0600 files in 0700
+// configMap, secret and service account token on disk (atomic, checksummed, 0600 files in 0700
 // directories), so an edge node whose API server is unreachable can still
 // start its pods after a reboot; Run refreshes the copies and removes the
 // ones no pod uses any more:

@@ -37,6 +37,7 @@ const (
 const (
 	ConfigMapsDir = "configmaps"
 	SecretsDir    = "secrets"
+	TokensDir     = "tokens"
 )
 
 // PersistConfig configures a Persisted object source.
@@ -84,7 +85,8 @@ type PersistConfig struct {
 // copy is returned when there is one, else the error. "Forbidden" is not
 // served from disk either: the API server is there and says no. A corrupt
 // copy is set aside as <file>.corrupt (and logged); the others still load.
-// Service account tokens are not persisted.
+// Service account tokens are kept too (the last one per pod, service
+// account and audience) and served when the API server cannot answer.
 type Persisted struct {
 	live       *Objects
 	dir        string
@@ -182,12 +184,133 @@ func (p *Persisted) Secret(ctx context.Context, namespace, name string) (*v1.Sec
 	return &out, nil
 }
 
-// ServiceAccountToken asks the API server for a token; tokens are never
-// stored.
+// storedToken is the payload of a token file.
+type storedToken struct {
+	Kind           string    `json:"kind"` // "Token"
+	PodUID         string    `json:"podUID"`
+	Namespace      string    `json:"namespace"`
+	Pod            string    `json:"pod"`
+	ServiceAccount string    `json:"serviceAccount"`
+	Audience       string    `json:"audience"`
+	Token          string    `json:"token"`
+	Stored         time.Time `json:"stored"`
+}
+
+func tokenFile(pod *v1.Pod, sa, audience string) string {
+	sum := sha256.Sum256([]byte(string(pod.UID) + "\x00" + sa + "\x00" + audience))
+	return "t-" + hex.EncodeToString(sum[:])
+}
+
+// ServiceAccountToken asks the API server for a token bound to the pod and
+// keeps the last one it got on disk (Dir/tokens, 0600). When the API server
+// cannot answer (not "forbidden", not "not found"), the stored token is
+// returned, whatever its expiry: the pod can start offline, and the token
+// is replaced by a fresh one on the next refresh of the volume once the API
+// server answers.
 func (p *Persisted) ServiceAccountToken(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.apiTimeout)
+	if pod == nil {
+		return "", fmt.Errorf("%w: no pod", ErrInvalidConfig)
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	dir, file := filepath.Join(p.dir, TokensDir), tokenFile(pod, sa, audience)
+	if !p.recentlyUnreachable() {
+		cctx, cancel := context.WithTimeout(ctx, p.apiTimeout)
+		tok, err := p.live.ServiceAccountToken(cctx, pod, audience, expirationSeconds)
+		cancel()
+		switch {
+		case err == nil:
+			p.markReachable()
+			data, merr := json.Marshal(storedToken{Kind: "Token", PodUID: string(pod.UID), Namespace: pod.Namespace, Pod: pod.Name,
+				ServiceAccount: sa, Audience: audience, Token: tok, Stored: p.clock.Now()})
+			if merr == nil {
+				p.mu.Lock()
+				werr := p.ensureDir(dir)
+				if werr == nil {
+					werr = ckpt.WriteFS(p.fs, dir, file, data)
+				}
+				p.mu.Unlock()
+				if werr != nil {
+					p.log.Warn("cannot store the service account token on disk", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Error(werr))
+				}
+			}
+			return tok, nil
+		case ctx.Err() != nil || apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+			return "", err
+		default:
+			p.markUnreachable(err)
+			if tok, ok := p.readToken(dir, file, pod); ok {
+				p.log.Info("API server unreachable: serving the stored service account token", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.NamedError("cause", err))
+				return tok, nil
+			}
+			return "", err
+		}
+	}
+	if tok, ok := p.readToken(dir, file, pod); ok {
+		return tok, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.apiTimeout)
 	defer cancel()
-	return p.live.ServiceAccountToken(ctx, pod, audience, expirationSeconds)
+	return p.live.ServiceAccountToken(cctx, pod, audience, expirationSeconds)
+}
+
+func (p *Persisted) readToken(dir, file string, pod *v1.Pod) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	data, err := ckpt.ReadFS(p.fs, dir, file)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			p.setAsideLocked(dir, file, err)
+		}
+		return "", false
+	}
+	var st storedToken
+	if err := json.Unmarshal(data, &st); err != nil || st.Kind != "Token" || st.PodUID != string(pod.UID) || st.Token == "" {
+		if err == nil {
+			err = errors.New("not a token of this pod")
+		}
+		p.setAsideLocked(dir, file, err)
+		return "", false
+	}
+	return st.Token, true
+}
+
+// pruneTokens removes the stored tokens of pods not in uids (and corrupt
+// ones: set aside).
+func (p *Persisted) pruneTokens(uids map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dir := filepath.Join(p.dir, TokensDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, "t-") || strings.Contains(name, ".corrupt") {
+			if strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-") {
+				_ = p.fs.Remove(filepath.Join(dir, name))
+			}
+			continue
+		}
+		data, err := ckpt.ReadFS(p.fs, dir, name)
+		var st storedToken
+		if err == nil {
+			err = json.Unmarshal(data, &st)
+		}
+		if err != nil {
+			p.setAsideLocked(dir, name, err)
+			continue
+		}
+		if uids[st.PodUID] {
+			continue
+		}
+		if err := p.fs.Remove(filepath.Join(dir, name)); err == nil {
+			p.log.Info("removed the stored token of a pod that is gone", zap.String("pod", st.Namespace+"/"+st.Pod))
+		}
+	}
 }
 
 // get reads k from the API server through fetch (unless it recently
@@ -581,7 +704,15 @@ func (p *Persisted) Sync(ctx context.Context) error {
 		return err
 	}
 	if p.pods != nil && (p.podsReady == nil || p.podsReady()) {
-		refs := Referenced(p.pods())
+		pods := p.pods()
+		uids := make(map[string]bool, len(pods))
+		for _, pod := range pods {
+			if pod != nil {
+				uids[string(pod.UID)] = true
+			}
+		}
+		p.pruneTokens(uids)
+		refs := Referenced(pods)
 		kept := keys[:0]
 		for _, k := range keys {
 			if refs[k.String()] {

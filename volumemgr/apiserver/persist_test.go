@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -447,5 +449,73 @@ func TestFileName(t *testing.T) {
 		} else if got != tc.want {
 			t.Errorf("fileName(%q, %q) = %q, want %q", tc.ns, tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestPersistedTokens(t *testing.T) {
+	dir := t.TempDir()
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	client := newOfflineClient()
+	var forbid atomic.Bool
+	n := 0
+	client.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if client.down.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		if forbid.Load() {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts"}, "default", errors.New("no"))
+		}
+		n++
+		out := a.(k8stesting.CreateAction).GetObject().DeepCopyObject().(*authenticationv1.TokenRequest)
+		out.Status.Token = "tok-" + strconv.Itoa(n)
+		return true, out, nil
+	})
+	a, b := podUsing("ns", "a", "s", "c"), podUsing("ns", "b", "s", "c")
+	var pods atomic.Value
+	pods.Store([]*v1.Pod{a, b})
+	p := newPersisted(t, client, dir, clk, nil, func() []*v1.Pod { return pods.Load().([]*v1.Pod) })
+	for _, pod := range []*v1.Pod{a, b} {
+		if _, err := p.ServiceAccountToken(t.Context(), pod, "", 3600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tok, err := p.ServiceAccountToken(t.Context(), a, "", 3600); err != nil || tok != "tok-3" {
+		t.Fatalf("online token = %q, %v (want a fresh one)", tok, err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, TokensDir))
+	if len(entries) != 2 {
+		t.Fatalf("%d token files, want 2", len(entries))
+	}
+	for _, e := range entries {
+		if fi, _ := e.Info(); fi.Mode() != 0o600 {
+			t.Errorf("token file mode %v", fi.Mode())
+		}
+	}
+	// Offline after a restart: the last token of each pod.
+	client.down.Store(true)
+	p2 := newPersisted(t, client, dir, clk, nil, func() []*v1.Pod { return pods.Load().([]*v1.Pod) })
+	if tok, err := p2.ServiceAccountToken(t.Context(), a, "", 3600); err != nil || tok != "tok-3" {
+		t.Fatalf("offline token of a = %q, %v", tok, err)
+	}
+	if tok, err := p2.ServiceAccountToken(t.Context(), b, "", 3600); err != nil || tok != "tok-2" {
+		t.Fatalf("offline token of b = %q, %v", tok, err)
+	}
+	if _, err := p2.ServiceAccountToken(t.Context(), a, "vault", 3600); err == nil {
+		t.Error("a token for another audience was served")
+	}
+	// Forbidden is not served from disk.
+	client.down.Store(false)
+	forbid.Store(true)
+	clk.Step(time.Hour)
+	if _, err := p2.ServiceAccountToken(t.Context(), a, "", 3600); !apierrors.IsForbidden(err) {
+		t.Errorf("forbidden: %v", err)
+	}
+	// Pod b is gone: its token goes with the next Sync.
+	pods.Store([]*v1.Pod{a})
+	if err := p2.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, TokensDir)); len(entries) != 1 {
+		t.Errorf("%d token files after b is gone, want 1", len(entries))
 	}
 }
