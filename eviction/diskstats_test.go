@@ -370,3 +370,78 @@ func TestDiskPressureRanksByMeasuredUse(t *testing.T) {
 		t.Errorf("rank = %s, want over,small,big", got)
 	}
 }
+
+// BenchmarkCgroupStatsSummaryDisk: one Summary over 110 pods with CRI
+// stats for 3 containers each, 2 log files per container, and 2 emptyDir
+// volumes of 20 files each per pod (the disk walks cover about 8,000
+// entries).
+func BenchmarkCgroupStatsSummaryDisk(b *testing.B) {
+	cg, logs, podsDir := b.TempDir(), b.TempDir(), b.TempDir()
+	files := map[string]string{
+		"memory/memory.usage_in_bytes":          "3221225472\n",
+		"memory/memory.stat":                    "total_inactive_file 1073741824\n",
+		"memory/kubepods/memory.usage_in_bytes": "1610612736\n",
+		"memory/kubepods/memory.stat":           "total_inactive_file 536870912\n",
+		"memory/kubepods/memory.limit_in_bytes": "6442450944\n",
+	}
+	var cri []*runtimeapi.ContainerStats
+	qos := []string{"", "burstable/", "besteffort/"}
+	for i := range 110 {
+		uid := fmt.Sprintf("%08d-0000-0000-0000-000000000000", i)
+		dir := fmt.Sprintf("kubepods/%spod%s", qos[i%3], uid)
+		files["memory/"+dir+"/memory.usage_in_bytes"] = "104857600\n"
+		files["memory/"+dir+"/memory.stat"] = "total_inactive_file 1048576\n"
+		files["pids/"+dir+"/pids.current"] = "3\n"
+		for c := range 3 {
+			name := fmt.Sprintf("c%d", c)
+			cri = append(cri, criStat(uid, name, 0, 1<<20, 1<<20, 10))
+			for r := range 2 {
+				files[fmt.Sprintf("logs/default_pod%d_%s/%s/%d.log", i, uid, name, r)] = "log line\n"
+			}
+		}
+		for v := range 2 {
+			for f := range 20 {
+				files[fmt.Sprintf("pods/%s/volumes/%s/vol%d/d%d/f%d", uid, emptyDirDir, v, f%4, f)] = "data"
+			}
+		}
+	}
+	for p, c := range files {
+		root := cg
+		if rest, ok := strings.CutPrefix(p, "logs/"); ok {
+			root, p = logs, rest
+		} else if rest, ok := strings.CutPrefix(p, "pods/"); ok {
+			root, p = podsDir, rest
+		}
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	proc := b.TempDir()
+	for p, c := range map[string]string{"meminfo": "MemTotal: 8388608 kB\n", "sys/kernel/pid_max": "32768\n", "loadavg": "0 0 0 1/100 5\n"} {
+		full := filepath.Join(proc, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := NewCgroupStats(CgroupStatsConfig{
+		CgroupRoot: cg, ProcRoot: proc, PodsCgroup: "kubepods",
+		ContainerStats: &fakeCRIStats{stats: cri}, PodLogsRoot: logs, PodsDir: podsDir,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		sum, err := s.Summary(b.Context())
+		if err != nil || len(sum.Pods) != 110 || sum.Pods[0].VolumeInodes != 2*(1+4+20) || len(sum.Pods[0].Containers) != 3 {
+			b.Fatalf("Summary: %+v, %v", sum.Pods[0], err)
+		}
+	}
+}
