@@ -60,8 +60,21 @@
 // Stats: CgroupStats (NewCgroupStats) reads the node's and the pods
 // cgroup's memory working set (usage - inactive_file, cgroup v1 or v2), each
 // pod cgroup's working set and process count, statfs of the node and image
-// file systems, and the process table from /proc. FakeStats returns a
-// Summary set by a test.
+// file systems, and the process table from /proc. With
+// CgroupStatsConfig.ContainerStats (a CRI client's ListContainerStats) it
+// adds each pod's containers, by the io.kubernetes.pod.uid and
+// io.kubernetes.container.name labels, with their writable layers
+// (RootfsBytes/Inodes) and working sets; pods with containers but no pod
+// cgroup are reported from these alone. With PodLogsRoot it measures each
+// pod's log directory, <root>/<namespace>_<name>_<uid>, and each container's
+// in it (LogsBytes); with PodsDir the disk-backed emptyDir volumes under
+// <PodsDir>/<uid>/volumes/kubernetes.io~empty-dir (VolumeBytes; a volume on
+// another file system, a medium Memory tmpfs, is skipped). The walks count
+// allocated blocks and inodes, never follow symbolic links or cross file
+// systems, stop 64 levels down and when ctx ends. A failing CRI call or an
+// unreadable directory is logged and that part left out: the rest of the
+// Summary, memory included, is still returned. FakeStats returns a Summary
+// set by a test.
 //
 // Disk reclaim: package eviction/imagegc's Manager is an ImageGC (the
 // kubelet's image garbage collector, which also runs on its own).
@@ -76,8 +89,6 @@
 // (coalesced) instead of at the next Interval tick.
 //
 // Not here: per-pod local storage limit eviction (emptyDir sizeLimit,
-// ephemeral-storage limits; the kubelet's localStorageEviction),
-// containerfs thresholds derived from the nodefs/imagefs ones, and
-// per-container and disk usage in CgroupStats' pod stats (cgroups hold
-// neither: they come from CRI stats, which nothing feeds in yet).
+// ephemeral-storage limits; the kubelet's localStorageEviction) and
+// containerfs thresholds derived from the nodefs/imagefs ones.
 package eviction
