@@ -65,7 +65,8 @@ type MemcgNotifierConfig struct {
 //
 // On cgroup v1 it registers an eventfd through cgroup.event_control on
 // memory.usage_in_bytes at MemcgUsageThreshold (the crossing point plus
-// the cgroup's total_inactive_file from memory.stat), as the kubelet does;
+// the cgroup's total_inactive_file from memory.stat, rounded up to a
+// page), as the kubelet does;
 // the kernel signals it whenever usage crosses that value, in either
 // direction, and Run calls trigger. The registration lives until
 // UpdateThreshold moves it, Run returns, or Close. Moving it loses no
@@ -172,9 +173,18 @@ func containsDotDot(parts []string) bool {
 // available is strictly below it, so the value is one byte past the
 // kubelet's capacity - threshold + inactiveFile, at which the cycle the
 // signal starts would see available equal to the threshold and do
-// nothing. It is never negative.
+// nothing. It is never negative. The notifier registers it rounded up to
+// a page (the kernel compares whole pages and would round it down).
 func MemcgUsageThreshold(t Threshold, capacity, inactiveFile int64) int64 {
 	return memcgCrossing(t, capacity) + max(inactiveFile, 0)
+}
+
+// memcgPageUp rounds v up to a multiple of page.
+func memcgPageUp(v, page int64) int64 {
+	if page <= 1 {
+		return v
+	}
+	return (v + page - 1) / page * page
 }
 
 // memcgCrossing is the smallest working set at which t is met.
@@ -248,7 +258,10 @@ func (n *MemcgNotifier) UpdateThreshold(s *Summary) error {
 	if err != nil {
 		return err
 	}
-	usage := cross + int64(min(st["total_inactive_file"], 1<<62))
+	// The kernel counts usage in pages and rounds a threshold down to a
+	// page: register the next page boundary, so that usage reaching it
+	// means the working set is past cross.
+	usage := memcgPageUp(cross+int64(min(st["total_inactive_file"], 1<<61)), int64(os.Getpagesize()))
 	if n.armed && n.efd >= 0 && n.usage == usage {
 		return nil
 	}

@@ -131,6 +131,7 @@ func (n *MemcgNotifier) runEventfd(ctx context.Context, trigger func()) (err err
 		n.pending = false
 		n.mu.Unlock()
 		if pending {
+			n.log.Debug("crossed while re-arming")
 			trigger()
 		}
 		k, err := unix.EpollWait(epfd, events, -1)
@@ -166,6 +167,7 @@ func (n *MemcgNotifier) runEventfd(ctx context.Context, trigger func()) (err err
 			n.mu.Unlock()
 		}
 		if fired {
+			n.log.Debug("crossed")
 			trigger()
 		}
 	}

@@ -56,6 +56,12 @@ func (tr *memcgV1Tree) registration() (efd int, usage int64, ok bool) {
 	return efd, usage, true
 }
 
+// pageUp is v rounded up to a page, as the notifier registers it.
+func pageUp(v int64) int64 {
+	p := int64(os.Getpagesize())
+	return (v + p - 1) / p * p
+}
+
 func signalEventfd(t *testing.T, fd int) {
 	t.Helper()
 	var one [8]byte
@@ -89,12 +95,13 @@ func TestMemcgV1Arm(t *testing.T) {
 	}
 	defer n.Close()
 
-	// Capacity 4096Mi: usage threshold 4096 - 500 + 100 = 3696Mi, plus a byte.
+	// Capacity 4096Mi: usage threshold 4096 - 500 + 100 = 3696Mi, plus a
+	// byte, rounded up to a page.
 	if err := n.UpdateThreshold(allocSummary(1096, 3000)); err != nil {
 		t.Fatal(err)
 	}
 	efd1, usage, ok := tr.registration()
-	if !ok || usage != (3696*memcgMi+1) {
+	if !ok || usage != pageUp(3696*memcgMi+1) {
 		t.Fatalf("registered %d (%v), want %d", usage, ok, (3696*memcgMi + 1))
 	}
 	if v, armed := n.Armed(); !armed || v != usage {
@@ -125,7 +132,7 @@ func TestMemcgV1Arm(t *testing.T) {
 		t.Fatal(err)
 	}
 	efd2, usage, ok := tr.registration()
-	if !ok || usage != (3896*memcgMi+1) {
+	if !ok || usage != pageUp(3896*memcgMi+1) {
 		t.Fatalf("re-registered %d (%v), want %d", usage, ok, (3896*memcgMi + 1))
 	}
 	if efd2 == efd1 || !fdClosed(efd1) {
@@ -170,8 +177,8 @@ func TestMemcgV1PendingCrossing(t *testing.T) {
 		t.Fatal(err)
 	}
 	efd, usage, ok := tr.registration()
-	if !ok || usage != 3<<30+1 {
-		t.Fatalf("registered %d (%v), want %d", usage, ok, 3<<30+1)
+	if !ok || usage != pageUp(3<<30+1) {
+		t.Fatalf("registered %d (%v), want %d", usage, ok, pageUp(3<<30+1))
 	}
 	signalEventfd(t, efd)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
