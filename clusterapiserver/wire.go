@@ -108,6 +108,9 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
 		AgentVersion: cfg.AgentVersion,
 		ReadyChecks:  checks,
+		// As the kubelet with local storage capacity isolation (its
+		// default): no Ready node without ephemeral-storage capacity.
+		RequireEphemeralStorage: true,
 	}
 	if v, ok := a.CRI().(nodestatus.RuntimeVersioner); ok {
 		setters.Runtime = v

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const node = "n1"
 
 func machine(context.Context) (*nodestatus.Machine, error) {
-	return &nodestatus.Machine{NumCores: 2, MemoryCapacity: 4 << 30}, nil
+	return &nodestatus.Machine{NumCores: 2, MemoryCapacity: 4 << 30, EphemeralStorage: 10 << 30}, nil
 }
 
 // waitUntil polls cond every 20ms until it holds or fails after timeout.

@@ -20,9 +20,13 @@ type SettersConfig struct {
 	Pressure  PressureSource
 	// ReadyChecks make the node not Ready while any returns an error
 	// (RuntimeReadyCheck, PLEGCheck, ...).
-	ReadyChecks   []func() error
-	VolumesSynced func() bool
-	VolumesInUse  func() []v1.UniqueVolumeName
+	ReadyChecks []func() error
+	// RequireEphemeralStorage makes the node not Ready while its capacity
+	// has no ephemeral-storage, as the kubelet does with local storage
+	// capacity isolation (its default).
+	RequireEphemeralStorage bool
+	VolumesSynced           func() bool
+	VolumesInUse            func() []v1.UniqueVolumeName
 }
 
 // DefaultSetters returns the setters in the kubelet's order: addresses,
@@ -40,7 +44,14 @@ func DefaultSetters(cfg SettersConfig) []Setter {
 		MemoryPressureCondition(cfg.Clock, cfg.Pressure),
 		DiskPressureCondition(cfg.Clock, cfg.Pressure),
 		PIDPressureCondition(cfg.Clock, cfg.Pressure),
-		ReadyCondition(cfg.Clock, cfg.ReadyChecks...),
+		ReadyConditionRequiring(cfg.Clock, requiredCapacity(cfg), cfg.ReadyChecks...),
 		VolumesInUse(cfg.VolumesSynced, cfg.VolumesInUse),
 	}
+}
+
+func requiredCapacity(cfg SettersConfig) []v1.ResourceName {
+	if cfg.RequireEphemeralStorage {
+		return []v1.ResourceName{v1.ResourceEphemeralStorage}
+	}
+	return nil
 }

@@ -544,9 +544,18 @@ func PLEGCheck(fn func() (bool, error)) func() error {
 // heartbeat moves on every call, the transition time only when the status
 // flips (or the condition is new).
 func ReadyCondition(clk clock.PassiveClock, checks ...func() error) Setter {
+	return ReadyConditionRequiring(clk, nil, checks...)
+}
+
+// ReadyConditionRequiring is ReadyCondition that also requires the capacity
+// to hold the resources in required. The kubelet requires ephemeral-storage
+// too while local storage capacity isolation is on (its default):
+// SettersConfig.RequireEphemeralStorage.
+func ReadyConditionRequiring(clk clock.PassiveClock, required []v1.ResourceName, checks ...func() error) Setter {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	need := append([]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods}, required...)
 	return func(ctx context.Context, node *v1.Node) error {
 		now := metav1.NewTime(clk.Now())
 		var msgs []string
@@ -559,8 +568,8 @@ func ReadyCondition(clk clock.PassiveClock, checks ...func() error) Setter {
 			}
 		}
 		var missing []string
-		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
-			if _, ok := node.Status.Capacity[name]; !ok {
+		for _, name := range need {
+			if _, ok := node.Status.Capacity[name]; !ok && !slices.Contains(missing, string(name)) {
 				missing = append(missing, string(name))
 			}
 		}

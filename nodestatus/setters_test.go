@@ -201,11 +201,32 @@ func TestReadyCondition(t *testing.T) {
 			},
 			wantStatus: v1.ConditionTrue, wantReason: ReasonReady, wantTransition: now},
 	}
+	withStorage := v1.ResourceList{"cpu": q("1"), "memory": q("1Gi"), "pods": q("110"), "ephemeral-storage": q("10Gi")}
+	cases = append(cases, []struct {
+		name           string
+		capacity       v1.ResourceList
+		conditions     []v1.NodeCondition
+		checks         []func() error
+		wantStatus     v1.ConditionStatus
+		wantReason     string
+		wantMsgParts   []string
+		wantTransition time.Time
+	}{
+		{name: "storage required: missing", capacity: full, wantStatus: v1.ConditionFalse, wantReason: ReasonNotReady,
+			wantMsgParts: []string{"missing node capacity for resources: ephemeral-storage"}, wantTransition: now},
+		{name: "storage required: present", capacity: withStorage, wantStatus: v1.ConditionTrue, wantReason: ReasonReady, wantTransition: now},
+		{name: "storage required: all missing", wantStatus: v1.ConditionFalse, wantReason: ReasonNotReady,
+			wantMsgParts: []string{"missing node capacity for resources: cpu, memory, pods, ephemeral-storage"}, wantTransition: now},
+	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(now)
 			node := &v1.Node{Status: v1.NodeStatus{Capacity: tc.capacity, Conditions: tc.conditions}}
-			if err := ReadyCondition(clk, tc.checks...)(t.Context(), node); err != nil {
+			setter := ReadyCondition(clk, tc.checks...)
+			if strings.HasPrefix(tc.name, "storage required") {
+				setter = ReadyConditionRequiring(clk, []v1.ResourceName{v1.ResourceEphemeralStorage}, tc.checks...)
+			}
+			if err := setter(t.Context(), node); err != nil {
 				t.Fatal(err)
 			}
 			if len(node.Status.Conditions) != 1 {
