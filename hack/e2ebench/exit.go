@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -62,17 +62,51 @@ type statusLine struct {
 	} `json:"containers"`
 }
 
+// statusTail reads a growing status log from where it left off.
+type statusTail struct {
+	path string
+	off  int64
+	seen map[string]time.Time
+}
+
+// poll reads the complete lines added since the last poll and records the
+// exits of ids among them in t.seen.
+func (t *statusTail) poll(ids map[string]bool) error {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	end := bytes.LastIndexByte(data, '\n')
+	if end < 0 {
+		return nil
+	}
+	t.off += int64(end + 1)
+	return scanExits(data[:end+1], ids, t.seen)
+}
+
 // firstExitSeen returns, per container ID, the time of the first status-log
 // line that shows the container not running any more (terminated, or the
 // previous instance of a restarted container).
 func firstExitSeen(data []byte, ids map[string]bool) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
+	return out, scanExits(data, ids, out)
+}
+
+func scanExits(data []byte, ids map[string]bool, out map[string]time.Time) error {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		var l statusLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return nil, fmt.Errorf("status log: %q: %w", sc.Text(), err)
+			return fmt.Errorf("status log: %q: %w", sc.Text(), err)
 		}
 		for _, c := range l.Containers {
 			var id string
@@ -90,7 +124,7 @@ func firstExitSeen(data []byte, ids map[string]bool) (map[string]time.Time, erro
 			}
 		}
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 func trimScheme(id string) string {
@@ -141,9 +175,11 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 		return r, err
 	}
 
-	// Exits at random times over the spread, so they fall at every phase
-	// of the relist period: each container's shell exits 0 on its own once
-	// its stop FIFO is closed.
+	// One exit at a time, each at a random phase of the relist period:
+	// the latency of an exit, not of a storm of them (a storm of 110
+	// teardowns within seconds swamps containerd 1.6 on 2 cores, and the
+	// runtime's own lag then dominates). Each container's shell exits 0 on
+	// its own once its stop FIFO is closed.
 	cs, err := c.runningContainers(ctx)
 	if err != nil {
 		return r, err
@@ -151,59 +187,44 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 	if len(cs) != o.exitPods {
 		return r, fmt.Errorf("%d containers running before the exits, want %d", len(cs), o.exitPods)
 	}
-	logf("  relist %s: idle CPU %.2f%% of a core; %d exits over %s", period, r.idlePercent(), len(cs), o.exitSpread)
-	finished := make([]time.Time, len(cs))
-	visible := make([]time.Time, len(cs))
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, ct := range cs {
-		at := time.Duration(rand.Int64N(int64(o.exitSpread)))
-		wg.Go(func() {
-			if err := pause(ctx, at-time.Since(start)); err != nil {
-				errs[i] = err
-				return
-			}
-			finished[i], visible[i], errs[i] = exitContainer(ctx, c, ct.Id)
-		})
-	}
-	wg.Wait()
-	ids := map[string]bool{}
-	for i, ct := range cs {
-		if errs[i] != nil {
-			return r, errs[i]
+	logf("  relist %s: idle CPU %.2f%% of a core; %d exits, one at a time", period, r.idlePercent(), len(cs))
+	rand.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+	tl := &statusTail{path: a.statusLog, seen: map[string]time.Time{}}
+	for _, ct := range cs {
+		if err := pause(ctx, time.Duration(rand.Int64N(int64(period)))); err != nil {
+			return r, err
 		}
-		ids[ct.Id] = true
-	}
-
-	// The agent's reports, from its status log.
-	deadline := time.Now().Add(max(30*time.Second, 10*period))
-	var seen map[string]time.Time
-	for {
-		data, err := os.ReadFile(a.statusLog)
+		finished, visible, err := exitContainer(ctx, c, ct.Id)
 		if err != nil {
-			return r, err
+			return r, a.fail(err)
 		}
-		if seen, err = firstExitSeen(data, ids); err != nil {
-			return r, err
+		x := exitSample{Pod: ct.Labels[labelPodName], ContainerID: ct.Id, FinishedAt: finished, VisibleAt: visible}
+		deadline := time.Now().Add(10*time.Second + 5*period)
+		for {
+			if err := tl.poll(map[string]bool{ct.Id: true}); err != nil {
+				return r, err
+			}
+			if t, ok := tl.seen[ct.Id]; ok {
+				x.ReportedAt = t
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			if err := pause(ctx, 5*time.Millisecond); err != nil {
+				return r, err
+			}
 		}
-		if len(seen) == len(ids) || time.Now().After(deadline) {
-			break
-		}
-		if err := pause(ctx, 100*time.Millisecond); err != nil {
-			return r, err
-		}
-	}
-	for i, ct := range cs {
-		t, ok := seen[ct.Id]
-		r.Samples = append(r.Samples, exitSample{Pod: ct.Labels[labelPodName], ContainerID: ct.Id,
-			FinishedAt: finished[i], VisibleAt: visible[i], ReportedAt: t})
-		if !ok {
+		r.Samples = append(r.Samples, x)
+		if x.ReportedAt.IsZero() {
 			r.Missing++
-			continue
+		} else {
+			r.Latencies = append(r.Latencies, x.ReportedAt.Sub(x.FinishedAt))
+			r.AgentLatencies = append(r.AgentLatencies, x.ReportedAt.Sub(x.VisibleAt))
 		}
-		r.Latencies = append(r.Latencies, t.Sub(finished[i]))
-		r.AgentLatencies = append(r.AgentLatencies, t.Sub(visible[i]))
+		if err := pause(ctx, o.exitGap); err != nil {
+			return r, err
+		}
 	}
 	if err := a.removeManifests(); err != nil {
 		return r, err

@@ -10,7 +10,7 @@
 //     same way; the ratio nodekit/floor.
 //   - exit visibility: with -exit-pods pods running under the agent, each
 //     container's shell is made to exit 0 (its stop FIFO closed from the
-//     host) at a random time; the delay from the container's finishedAt (as the runtime
+//     host), one at a time at a random phase of the relist period; the delay from the container's finishedAt (as the runtime
 //     reports it) to the agent's status manager reporting it terminated
 //     (standalone --status-log), p50 and p99; and the agent's CPU use over an
 //     idle window before the exits. For each relist period of
@@ -62,7 +62,7 @@ type options struct {
 	relistPeriods []time.Duration
 	idleWindow    time.Duration
 	settle        time.Duration
-	exitSpread    time.Duration
+	exitGap       time.Duration
 	cases         string
 	binary        string
 	agentFlags    []string
@@ -87,7 +87,7 @@ func main() {
 	flag.StringVar(&periods, "relist-periods", "1s,100ms,50ms,25ms", "relist periods for exit visibility and idle CPU")
 	flag.DurationVar(&o.idleWindow, "idle-window", 60*time.Second, "idle window the agent's CPU use is measured over")
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "pause after the pods run, before the idle window")
-	flag.DurationVar(&o.exitSpread, "exit-spread", 33*time.Second, "the exits happen at random times within this span")
+	flag.DurationVar(&o.exitGap, "exit-gap", 300*time.Millisecond, "pause after each exit was reported (then a random part of the relist period) before the next")
 	flag.StringVar(&o.cases, "cases", "running,exit", "cases to run: running (with its floor), exit")
 	flag.StringVar(&o.binary, "binary", "", "use this standalone binary instead of building one")
 	agentFlags := flag.String("agent-flags", "", "extra flags for every standalone run, space-separated (e.g. --cpu-profile=/tmp/cpu.pprof with a -binary built with -tags pprof)")
@@ -164,8 +164,8 @@ func (o options) validate() error {
 	if o.image == "" || o.pauseImage == "" {
 		errs = append(errs, errors.New("-image and -pause-image (or NODEKIT_BUSYBOX_IMAGE, NODEKIT_PAUSE_IMAGE) are required"))
 	}
-	if o.runs <= 0 || o.exitPods <= 0 || o.poll <= 0 || o.timeout <= 0 || o.idleWindow <= 0 || o.exitSpread <= 0 || o.settle < 0 {
-		errs = append(errs, errors.New("-runs, -exit-pods, -poll, -timeout, -idle-window and -exit-spread must be positive, -settle not negative"))
+	if o.runs <= 0 || o.exitPods <= 0 || o.poll <= 0 || o.timeout <= 0 || o.idleWindow <= 0 || o.exitGap < 0 || o.settle < 0 {
+		errs = append(errs, errors.New("-runs, -exit-pods, -poll, -timeout and -idle-window must be positive, -exit-gap and -settle not negative"))
 	}
 	for _, c := range strings.Split(o.cases, ",") {
 		if c != "running" && c != "exit" {

@@ -200,7 +200,7 @@ func TestRowsAndReport(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	good := options{endpoint: "unix:///x", image: "i", pauseImage: "p", runs: 1, exitPods: 1, poll: 1, timeout: 1, idleWindow: 1, exitSpread: 1, cases: "running,exit"}
+	good := options{endpoint: "unix:///x", image: "i", pauseImage: "p", runs: 1, exitPods: 1, poll: 1, timeout: 1, idleWindow: 1, exitGap: 1, cases: "running,exit"}
 	if err := good.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,5 +209,32 @@ func TestValidate(t *testing.T) {
 	err := bad.validate()
 	if err == nil || !strings.Contains(err.Error(), "-endpoint") || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("got %v", err)
+	}
+}
+
+// The tail reads only complete lines and picks up where it stopped.
+func TestStatusTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "status.log")
+	l1 := `{"time":"2026-01-01T00:00:01Z","name":"a","containers":[{"containerID":"containerd://A","state":"terminated"}]}` + "\n"
+	l2 := `{"time":"2026-01-01T00:00:02Z","name":"b","containers":[{"containerID":"containerd://B","state":"terminated"}]}` + "\n"
+	if err := os.WriteFile(path, []byte(l1+l2[:20]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tl := &statusTail{path: path, seen: map[string]time.Time{}}
+	ids := map[string]bool{"A": true, "B": true}
+	if err := tl.poll(ids); err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.seen) != 1 || tl.off != int64(len(l1)) {
+		t.Fatalf("seen %v off %d", tl.seen, tl.off)
+	}
+	if err := os.WriteFile(path, []byte(l1+l2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := tl.poll(ids); err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.seen) != 2 || !tl.seen["B"].Equal(time.Date(2026, 1, 1, 0, 0, 2, 0, time.UTC)) {
+		t.Fatalf("seen %v", tl.seen)
 	}
 }
