@@ -84,7 +84,7 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 10*time.Millisecond, "how often the runtime is polled for running containers")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for pods to run or stop")
 	flag.IntVar(&o.exitPods, "exit-pods", 110, "pods running under the agent for exit visibility and idle CPU")
-	flag.StringVar(&periods, "relist-periods", "1s,100ms,50ms,25ms", "relist periods for exit visibility and idle CPU")
+	flag.StringVar(&periods, "relist-periods", "1s,200ms,100ms,50ms", "relist periods for exit visibility and idle CPU")
 	flag.DurationVar(&o.idleWindow, "idle-window", 60*time.Second, "idle window the agent's CPU use is measured over")
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "pause after the pods run, before the idle window")
 	flag.DurationVar(&o.exitGap, "exit-gap", 300*time.Millisecond, "pause after each exit was reported (then a random part of the relist period) before the next")
