@@ -11,7 +11,8 @@
 // (largest 50, 5 names each), GoRuntime, the MemoryPressure, DiskPressure and
 // PIDPressure conditions from a PressureSource, Ready (last of the
 // conditions: False with KubeletNotReady while a check fails or cpu, memory
-// or pods capacity is missing) and VolumesInUse. Condition heartbeats move on
+// or pods capacity is missing, and ephemeral-storage with
+// RequireEphemeralStorage) and VolumesInUse. Condition heartbeats move on
 // every update; transition times only when a status flips.
 //
 // # Controller
@@ -23,6 +24,14 @@
 // it changed in more than heartbeats (StatusChanged) or the report period
 // (5m) is up; after each change the period moves by a random delay of up to
 // ±2.5m (ReportDelay) so that nodes spread out.
+//
+// While the sink is unreachable each update fails after its tries and the
+// next one computes the status afresh: nothing queues up, and the first
+// update that gets through sends the latest status once. Clock jumps (a
+// device booting in 1970 until NTP sets the time) neither stall nor speed
+// up the controller: a last report in the future makes a report due at
+// once, and the fast-update phase is counted in time waited, not by the
+// wall clock.
 //
 // # Sinks
 //

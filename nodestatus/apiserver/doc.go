@@ -15,8 +15,16 @@
 // The lease is named after the node, held by it, lasts 40s, is renewed every
 // 10s with up to 5 update tries (a conflict re-reads it), and is owned by the
 // Node object (so it goes away with it). After a failed renewal the next
-// one comes after 100ms, doubling up to 7s. Stopping the controller leaves
-// the lease to expire.
+// one comes after 100ms, doubling up to 7s, for as long as it takes: an
+// API server that returns sees a renewal within 7s. A renew time never
+// goes back: when the clock is behind the lease's renew time (it jumped
+// back), the renewal is the old renew time plus the time since the last
+// write, as the node lifecycle controller only counts a renew time later
+// than the one it saw. Stopping the controller leaves the lease to expire.
+//
+// PodStatusSink and MirrorClient are the pod side: pod status patches
+// (the syncloop.StatusManager hands over only the latest status per pod,
+// also after an outage) and mirror pods for static pods.
 //
 //	sink, _ := apiserver.NewSink(apiserver.SinkConfig{Client: client, NodeName: name})
 //	ctrl, _ := nodestatus.New(nodestatus.Config{NodeName: name, Sink: sink, Setters: setters})
