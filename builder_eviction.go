@@ -70,9 +70,11 @@ func (b *Builder) WithEviction(cfg eviction.Config) *Builder {
 //   - ImageGC: an imagegc.Manager over the agent's runtime, which also runs
 //     its own collection every 5 minutes;
 //   - Stats: eviction.CgroupStats over the container manager's pods cgroup
-//     (memory, allocatable memory, pods, PIDs) and the agent's root
-//     directory (nodefs) when WithContainerManager was called (before or
-//     after); without a container manager Stats is required;
+//     (memory, allocatable memory, pods, PIDs), the agent's root
+//     directory (nodefs), its pod logs and pods directory and the
+//     runtime's container stats (disk use per pod), when
+//     WithContainerManager was called (before or after); without a
+//     container manager Stats is required;
 //   - Clock, Logger and Registerer: the Builder's.
 //
 // The manager implements nodestatus.PressureSource; opts.Built gives it to
@@ -152,7 +154,17 @@ func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpti
 		if !ok || cm == nil {
 			return parts, configErr("eviction", "Stats is required when no container manager was wired (WithContainerManager)")
 		}
-		cfg.Stats = &containerMgrStats{cm: cm, nodeFs: b.rootDir, clock: cfg.Clock, logger: cfg.Logger}
+		logs := b.podLogsRoot
+		if logs == "" {
+			logs = filepath.Join(b.rootDir, "pod-logs")
+		}
+		st := &containerMgrStats{cm: cm, clock: cfg.Clock, logger: cfg.Logger, base: eviction.CgroupStatsConfig{
+			NodeFsPath: b.rootDir, PodLogsRoot: logs, PodsDir: filepath.Join(b.rootDir, syncloop.PodsDirName),
+		}}
+		if l, ok := a.cri.(eviction.ContainerStatsLister); ok {
+			st.base.ContainerStats = l
+		}
+		cfg.Stats = st
 	}
 	if cfg.ImageGC == nil && a.cri != nil {
 		gc, err := b.buildImageGC(a, cfg, opts.ImageGC)
@@ -260,8 +272,9 @@ func (g containerGC) DeleteAllUnusedContainers(ctx context.Context) error {
 // known only once the container manager has started (before any part
 // runs).
 type containerMgrStats struct {
-	cm     *containermgr.Manager
-	nodeFs string
+	cm *containermgr.Manager
+	// base holds the disk settings: node fs, logs, pods dir, CRI stats.
+	base   eviction.CgroupStatsConfig
 	clock  clock.Clock
 	logger *zap.Logger
 
@@ -297,10 +310,10 @@ func (s *containerMgrStats) provider() (*eviction.CgroupStats, error) {
 	if q, ok := s.cm.NodeAllocatable()[v1.ResourceMemory]; ok && q.Sign() > 0 {
 		alloc = uint64(q.Value())
 	}
-	st, err := eviction.NewCgroupStats(eviction.CgroupStatsConfig{
-		CgroupRoot: root, PodsCgroup: rel, AllocatableMemoryBytes: alloc,
-		NodeFsPath: s.nodeFs, Clock: s.clock, Logger: s.logger,
-	})
+	cfg := s.base
+	cfg.CgroupRoot, cfg.PodsCgroup, cfg.AllocatableMemoryBytes = root, rel, alloc
+	cfg.Clock, cfg.Logger = s.clock, s.logger
+	st, err := eviction.NewCgroupStats(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: eviction stats: %w", err)
 	}

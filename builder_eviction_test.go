@@ -3,6 +3,9 @@ package nodekit_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/runtime"
@@ -235,5 +239,124 @@ func TestWithEvictionNeedsStats(t *testing.T) {
 		Build()
 	if !errors.Is(err, eviction.ErrInvalidConfig) || !strings.Contains(err.Error(), "Interval") {
 		t.Fatalf("Build = %v", err)
+	}
+}
+
+// writeCgroupFiles writes the v1 memory files CgroupStats reads into an
+// emulated hierarchy directory.
+func writeCgroupFiles(t *testing.T, dir string, usage uint64) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"memory.usage_in_bytes": strconv.FormatUint(usage, 10),
+		"memory.stat":           "total_inactive_file 0\n",
+		"cgroup.procs":          "",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func procMemTotal(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Skipf("no /proc/meminfo: %v", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			kb, err := strconv.ParseUint(f[0], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	t.Skip("no MemTotal")
+	return 0
+}
+
+// TestWithEvictionDefaultStats: with a container manager (an emulated v1
+// hierarchy in a temp dir) and no Stats, the eviction manager reads
+// CgroupStats over the manager's pods cgroup: node memory from the root
+// memory cgroup, pod usage from the pod cgroups. The BestEffort pod is
+// evicted when the node's working set crosses the threshold.
+func TestWithEvictionDefaultStats(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	memTotal := procMemTotal(t)
+	cgroupRoot := t.TempDir()
+	for _, c := range []string{"cpu", "memory"} {
+		if err := os.Mkdir(filepath.Join(cgroupRoot, c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	memRoot := filepath.Join(cgroupRoot, "memory")
+	writeCgroupFiles(t, memRoot, memTotal/4) // 3/4 available
+	cm, err := containermgr.New(containermgr.Config{
+		CgroupRoot:    cgroupRoot,
+		CgroupVersion: containermgr.V1,
+		Capacity:      v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: *resource.NewQuantity(int64(memTotal), resource.BinarySI)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := fake.New(fake.Config{Images: []string{"busybox:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guaranteed := evictionPod("guaranteed", v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")})
+	besteffort := evictionPod("besteffort", nil)
+	hard, err := eviction.ParseThresholds(map[string]string{"memory.available": "50%"}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &evictionSource{sets: make(chan []*v1.Pod, 4)}
+	sink := newNameSink()
+	var built nodekit.EvictionParts
+	root := t.TempDir()
+	agent, err := nodekit.NewBuilder().
+		WithNodeName("node1").
+		WithRuntime(rt).
+		WithRootDir(root).
+		WithStatusSink(sink).
+		WithPodSource(podconfig.SourceAPI, func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			src.out = out
+			return src, nil
+		}).
+		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: 50 * time.Millisecond}, nodekit.EvictionOptions{Built: &built}).
+		WithContainerManager(cm).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startAgent(t, agent)
+	src.sets <- []*v1.Pod{guaranteed, besteffort}
+	waitUntil(t, 20*time.Second, sink.changed, "both pods Running", func() (bool, string) {
+		p := sink.phases()
+		return p["guaranteed"] == v1.PodRunning && p["besteffort"] == v1.PodRunning, ""
+	})
+	pods := filepath.Join(memRoot, "kubepods")
+	writeCgroupFiles(t, pods, 0)
+	writeCgroupFiles(t, filepath.Join(pods, "pod"+string(guaranteed.UID)), 8*evMiB)
+	writeCgroupFiles(t, filepath.Join(pods, "besteffort", "pod"+string(besteffort.UID)), 100*evMiB)
+	if built.Manager.IsUnderMemoryPressure() {
+		t.Fatal("pressure with 3/4 of the memory available and a 50% threshold")
+	}
+	writeCgroupFiles(t, memRoot, memTotal/4*3) // 1/4 available
+	waitUntil(t, 20*time.Second, sink.changed, "the BestEffort pod evicted", func() (bool, string) {
+		sink.mu.Lock()
+		st := sink.status["besteffort"]
+		sink.mu.Unlock()
+		return st.Phase == v1.PodFailed && st.Reason == eviction.Reason, string(st.Phase) + " " + st.Reason
+	})
+	if p := sink.phases()["guaranteed"]; p != v1.PodRunning {
+		t.Errorf("the Guaranteed pod is %s", p)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
