@@ -22,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	nkruntime "github.com/nodekit/nodekit/runtime"
 )
 
 func TestRestConfig(t *testing.T) {
@@ -108,6 +109,22 @@ func running(a *nodekit.Agent, uid string) bool {
 	return ok && st.Phase == v1.PodRunning
 }
 
+// containerOf is the ID of the running container of the named pod.
+func containerOf(t *testing.T, a *nodekit.Agent, pod string) string {
+	cs, err := a.FakeRuntime().ListContainers(t.Context(), &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.GetLabels()[nkruntime.LabelPodName] == pod {
+			return c.Id
+		}
+	}
+	return ""
+}
+
 func runningContainers(t *testing.T, a *nodekit.Agent) int {
 	cs, err := a.FakeRuntime().ListContainers(t.Context(), &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
@@ -119,12 +136,13 @@ func runningContainers(t *testing.T, a *nodekit.Agent) int {
 }
 
 // TestRebootOffline: the agent runs a pod with a secret volume and a
-// configMap env var; the agent stops (the fake runtime's containers die
+// configMap env var, and a plain one; the agent stops (the fake runtime's containers die
 // with it) and starts again on the same state dir with the API server
 // unreachable: the pod runs again from the stored pod set and objects (a
 // missing configMap would fail the container's creation). The API server
-// comes back with the pod deleted: the pod is stopped, and the stored pod
-// set and copies follow.
+// comes back with the first pod deleted: it is stopped, the stored pod set
+// and copies follow, and the plain pod keeps its container and gets its
+// status (the one kept while offline) into the API server.
 //
 // It runs on the real clock, not in a synctest bubble: client-go's global
 // error back-off (apimachinery's HandleError) compares a bubble's fake time
@@ -145,11 +163,13 @@ func TestRebootOffline(t *testing.T) {
 	state := t.TempDir()
 	api := newAPIServer(
 		edgePod(),
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "default", UID: "u2"},
+			Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}}},
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "creds"}, Data: map[string][]byte{"password": []byte("pw")}},
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cfg"}, Data: map[string]string{"mode": "prod"}},
 	)
 	e, stop := startEdge(t, api, state)
-	poll("pod running online", 10*time.Second, func() bool { return running(e.agent, "u1") })
+	poll("pods running online", 10*time.Second, func() bool { return running(e.agent, "u1") && running(e.agent, "u2") })
 	stop()
 	for _, f := range []string{"checkpoints/podconfig-api.json", "objects/secrets/default_creds", "objects/configmaps/default_cfg"} {
 		if _, err := os.Stat(filepath.Join(state, f)); err != nil {
@@ -163,7 +183,10 @@ func TestRebootOffline(t *testing.T) {
 
 	api.down.Store(true)
 	e2, stop2 := startEdge(t, api, state)
-	poll("pod running offline", 5*time.Second, func() bool { return running(e2.agent, "u1") && runningContainers(t, e2.agent) == 1 })
+	poll("pods running offline", 5*time.Second, func() bool {
+		return running(e2.agent, "u1") && running(e2.agent, "u2") && runningContainers(t, e2.agent) == 2
+	})
+	plainID := containerOf(t, e2.agent, "plain")
 	secretFile := ""
 	_ = filepath.Walk(filepath.Join(state, "pods", "u1", "volumes"), func(p string, info os.FileInfo, err error) error {
 		if err == nil && info.Name() == "password" {
@@ -180,11 +203,21 @@ func TestRebootOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	api.down.Store(false)
-	poll("deleted pod stopped", time.Minute, func() bool { return len(e2.agent.Pods()) == 0 && runningContainers(t, e2.agent) == 0 })
+	poll("deleted pod stopped", time.Minute, func() bool { return len(e2.agent.Pods()) == 1 && runningContainers(t, e2.agent) == 1 })
+	// The pod status kept while offline reaches the API server: Running,
+	// naming the container started after the reboot, which still runs.
+	poll("status of the kept pod in the API server", time.Minute, func() bool {
+		p, err := api.CoreV1().Pods("default").Get(t.Context(), "plain", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 &&
+			strings.HasSuffix(p.Status.ContainerStatuses[0].ContainerID, "://"+plainID)
+	})
+	if id := containerOf(t, e2.agent, "plain"); id != plainID {
+		t.Errorf("kept pod restarted on reconnect: container %s, was %s", id, plainID)
+	}
 	if err := e2.objects.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if stored, _ := e2.objects.Stored(); len(stored) != 0 {
+	if stored, _ := e2.objects.Stored(); len(stored) != 0 { // plain uses none
 		t.Errorf("copies kept for a deleted pod: %v", stored)
 	}
 	stop2()
