@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,12 +62,21 @@ type CgroupStatsConfig struct {
 	// measured (PodStats.VolumeBytes/VolumeInodes), except those on
 	// another file system than their parent (medium Memory, a tmpfs).
 	PodsDir string
+	// DiskUsagePeriod is how long the measured use of a pod's log
+	// directory or emptyDir volumes is reused before that directory is
+	// walked again; 0 walks them at every Summary. The kubelet refreshes
+	// these about once a minute; a period bounds what a pod with a huge
+	// tree costs each cycle. Writable layers (CRI) are asked for at every
+	// Summary. Negative is an error.
+	DiskUsagePeriod time.Duration
 	Clock   clock.Clock
 	Logger  *zap.Logger
 }
 
 // CgroupStats is a StatsProvider that reads the cgroup hierarchy, /proc and
-// statfs. It keeps no state between calls and is safe for concurrent use.
+// statfs (and CRI stats and directory walks for disk use, when
+// configured). It keeps no state between calls other than the walks reused
+// for DiskUsagePeriod, and is safe for concurrent use.
 //
 // Working set is usage minus inactive file pages, as cAdvisor counts it
 // (never below zero). Node memory: capacity is MemTotal from /proc/meminfo
@@ -90,6 +101,9 @@ type CgroupStats struct {
 	log    *zap.Logger
 	statfs func(path string) (*FsStats, error)
 	du     func(ctx context.Context, path string, child func(name string, isDir bool, u diskUsage)) (diskUsage, bool, error)
+
+	duMu    sync.Mutex
+	duCache map[string]duResult // by directory, with DiskUsagePeriod
 }
 
 // NewCgroupStats validates cfg and fills defaults; it does no I/O.
@@ -117,6 +131,9 @@ func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
 		if d.path != "" && !filepath.IsAbs(d.path) {
 			return nil, fmt.Errorf("%w: %s %q is not absolute", ErrInvalidConfig, d.name, d.path)
 		}
+	}
+	if cfg.DiskUsagePeriod < 0 {
+		return nil, fmt.Errorf("%w: DiskUsagePeriod %v is negative", ErrInvalidConfig, cfg.DiskUsagePeriod)
 	}
 	if cfg.ImageFsPath != "" && cfg.NodeFsPath == "" {
 		return nil, fmt.Errorf("%w: ImageFsPath is set without NodeFsPath", ErrInvalidConfig)

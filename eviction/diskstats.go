@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,6 +101,9 @@ func (s *CgroupStats) addDiskStats(ctx context.Context, pods []PodStats) ([]PodS
 		if err := s.addVolumeStats(ctx, set); err != nil {
 			return nil, err
 		}
+	}
+	if s.cfg.DiskUsagePeriod > 0 {
+		s.pruneDiskCache(s.cfg.Clock.Now().Add(-2 * s.cfg.DiskUsagePeriod))
 	}
 	for i := range set.pods {
 		slices.SortFunc(set.pods[i].Containers, func(a, b ContainerStats) int { return strings.Compare(a.Name, b.Name) })
@@ -194,7 +198,7 @@ func (s *CgroupStats) addLogStats(ctx context.Context, set *podSet) error {
 			continue // not a pod of this summary
 		}
 		dir := filepath.Join(s.cfg.PodLogsRoot, e.Name())
-		total, truncated, err := s.du(ctx, dir, func(name string, isDir bool, u diskUsage) {
+		total, truncated, err := s.measure(ctx, dir, func(name string, isDir bool, u diskUsage) {
 			if isDir {
 				container(p, name).LogsBytes = u.Bytes
 			}
@@ -226,7 +230,7 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		}
 		dir := filepath.Join(s.cfg.PodsDir, string(p.UID), "volumes", emptyDirDir)
 		var vols diskUsage
-		_, truncated, err := s.du(ctx, dir, func(_ string, isDir bool, u diskUsage) {
+		_, truncated, err := s.measure(ctx, dir, func(_ string, isDir bool, u diskUsage) {
 			if isDir {
 				vols.add(u)
 			}
@@ -246,6 +250,72 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		p.VolumeBytes, p.VolumeInodes = vols.Bytes, vols.Inodes
 	}
 	return nil
+}
+
+// duResult is one measured directory, kept for DiskUsagePeriod.
+type duResult struct {
+	at        time.Time
+	seen      time.Time // the last Summary that asked for it
+	total     diskUsage
+	truncated bool
+	children  []duChild
+}
+
+type duChild struct {
+	name  string
+	isDir bool
+	u     diskUsage
+}
+
+// measure walks dir (see duDir), or replays its last walk when that is
+// younger than DiskUsagePeriod. Failed walks are not kept.
+func (s *CgroupStats) measure(ctx context.Context, dir string, child func(name string, isDir bool, u diskUsage)) (diskUsage, bool, error) {
+	period := s.cfg.DiskUsagePeriod
+	if period <= 0 {
+		return s.du(ctx, dir, child)
+	}
+	now := s.cfg.Clock.Now()
+	s.duMu.Lock()
+	r, ok := s.duCache[dir]
+	if ok && now.Sub(r.at) < period && !now.Before(r.at) {
+		r.seen = now
+		s.duCache[dir] = r
+		s.duMu.Unlock()
+		for _, c := range r.children {
+			child(c.name, c.isDir, c.u)
+		}
+		return r.total, r.truncated, nil
+	}
+	s.duMu.Unlock()
+	r = duResult{at: now, seen: now}
+	var err error
+	r.total, r.truncated, err = s.du(ctx, dir, func(name string, isDir bool, u diskUsage) {
+		r.children = append(r.children, duChild{name, isDir, u})
+		child(name, isDir, u)
+	})
+	s.duMu.Lock()
+	defer s.duMu.Unlock()
+	if err != nil {
+		delete(s.duCache, dir)
+		return diskUsage{}, false, err
+	}
+	if s.duCache == nil {
+		s.duCache = map[string]duResult{}
+	}
+	s.duCache[dir] = r
+	return r.total, r.truncated, nil
+}
+
+// pruneDiskCache forgets the directories no Summary asked for since
+// before cutoff (pods gone).
+func (s *CgroupStats) pruneDiskCache(cutoff time.Time) {
+	s.duMu.Lock()
+	defer s.duMu.Unlock()
+	for dir, r := range s.duCache {
+		if r.seen.Before(cutoff) {
+			delete(s.duCache, dir)
+		}
+	}
 }
 
 func (s *CgroupStats) logDuError(uid types.UID, dir string, err error) {

@@ -270,8 +270,70 @@ func TestCgroupStatsDiskUnreadable(t *testing.T) {
 	}
 }
 
+// TestCgroupStatsDiskUsagePeriod: with a DiskUsagePeriod a directory is
+// walked again only once its last walk is that old; directories of pods
+// gone are forgotten.
+func TestCgroupStatsDiskUsagePeriod(t *testing.T) {
+	logs, podsDir := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(logs, "ns_a_a-1", "app", "0.log"), 4096)
+	writeFile(t, filepath.Join(podsDir, "a-1", "volumes", emptyDirDir, "v", "f"), 4096)
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cri := &fakeCRIStats{stats: []*runtimeapi.ContainerStats{criStat("a-1", "app", 0, 1, 10, 1)}}
+	s := newTestStats(t, CgroupStatsConfig{
+		CgroupRoot: v1PodsTree(t), ProcRoot: procTree(t), ContainerStats: cri,
+		PodLogsRoot: logs, PodsDir: podsDir, DiskUsagePeriod: time.Minute, Clock: clk,
+	})
+	walks := 0
+	s.du = func(ctx context.Context, path string, child func(string, bool, diskUsage)) (diskUsage, bool, error) {
+		walks++
+		return duDir(ctx, path, child)
+	}
+	get := func() PodStats {
+		t.Helper()
+		sum, err := s.Summary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sum.Pods) != 1 {
+			t.Fatalf("pods = %+v", sum.Pods)
+		}
+		return sum.Pods[0]
+	}
+	first := get()
+	if walks != 2 || first.LogsBytes == 0 || first.VolumeInodes != 2 || containersOf(first) != fmt.Sprintf("app{ws 1 rootfs 10 logs %d}", first.Containers[0].LogsBytes) {
+		t.Fatalf("first: %d walks, %+v", walks, first)
+	}
+	writeFile(t, filepath.Join(logs, "ns_a_a-1", "app", "1.log"), 1<<20)
+	writeFile(t, filepath.Join(podsDir, "a-1", "volumes", emptyDirDir, "v", "g"), 1<<20)
+	cri.stats = []*runtimeapi.ContainerStats{criStat("a-1", "app", 0, 1, 20, 1)}
+	clk.Step(59 * time.Second)
+	second := get()
+	if walks != 2 || second.LogsBytes != first.LogsBytes || second.VolumeBytes != first.VolumeBytes ||
+		second.Containers[0].LogsBytes != first.Containers[0].LogsBytes || second.RootfsBytes != 20 {
+		t.Errorf("within the period: %d walks, %+v, want the walks of %+v and the new rootfs", walks, second, first)
+	}
+	clk.Step(time.Second)
+	third := get()
+	if walks != 4 || third.LogsBytes < first.LogsBytes+1<<20 || third.VolumeBytes < first.VolumeBytes+1<<20 || third.VolumeInodes != 3 ||
+		third.Containers[0].LogsBytes < 1<<20 {
+		t.Errorf("after the period: %d walks, %+v", walks, third)
+	}
+	if len(s.duCache) != 2 {
+		t.Errorf("cache holds %d dirs, want 2", len(s.duCache))
+	}
+	// The pod goes: its directories are forgotten after two periods.
+	cri.stats = nil
+	clk.Step(2*time.Minute + time.Second)
+	if sum, err := s.Summary(t.Context()); err != nil || len(sum.Pods) != 0 {
+		t.Fatalf("Summary: %+v, %v", sum, err)
+	}
+	if len(s.duCache) != 0 {
+		t.Errorf("cache holds %d dirs of a pod gone", len(s.duCache))
+	}
+}
+
 func TestNewCgroupStatsValidatesDiskPaths(t *testing.T) {
-	for _, cfg := range []CgroupStatsConfig{{PodLogsRoot: "var/log/pods"}, {PodsDir: "pods"}} {
+	for _, cfg := range []CgroupStatsConfig{{PodLogsRoot: "var/log/pods"}, {PodsDir: "pods"}, {DiskUsagePeriod: -time.Second}} {
 		if _, err := NewCgroupStats(cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: err = %v, want ErrInvalidConfig", cfg, err)
 		}
@@ -375,7 +437,31 @@ func TestDiskPressureRanksByMeasuredUse(t *testing.T) {
 // stats for 3 containers each, 2 log files per container, and 2 emptyDir
 // volumes of 20 files each per pod (the disk walks cover about 8,000
 // entries).
+// With DiskUsagePeriod the walks are replayed from the last one (cached).
 func BenchmarkCgroupStatsSummaryDisk(b *testing.B) {
+	cfg := diskBenchConfig(b)
+	for _, bc := range []struct {
+		name   string
+		period time.Duration
+	}{{"walk", 0}, {"cached", time.Hour}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg.DiskUsagePeriod = bc.period
+			s, err := NewCgroupStats(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				sum, err := s.Summary(b.Context())
+				if err != nil || len(sum.Pods) != 110 || sum.Pods[0].VolumeInodes != 2*(1+4+20) || len(sum.Pods[0].Containers) != 3 {
+					b.Fatalf("Summary: %+v, %v", sum.Pods[0], err)
+				}
+			}
+		})
+	}
+}
+
+func diskBenchConfig(b *testing.B) CgroupStatsConfig {
 	cg, logs, podsDir := b.TempDir(), b.TempDir(), b.TempDir()
 	files := map[string]string{
 		"memory/memory.usage_in_bytes":          "3221225472\n",
@@ -430,18 +516,8 @@ func BenchmarkCgroupStatsSummaryDisk(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	s, err := NewCgroupStats(CgroupStatsConfig{
+	return CgroupStatsConfig{
 		CgroupRoot: cg, ProcRoot: proc, PodsCgroup: "kubepods",
 		ContainerStats: &fakeCRIStats{stats: cri}, PodLogsRoot: logs, PodsDir: podsDir,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		sum, err := s.Summary(b.Context())
-		if err != nil || len(sum.Pods) != 110 || sum.Pods[0].VolumeInodes != 2*(1+4+20) || len(sum.Pods[0].Containers) != 3 {
-			b.Fatalf("Summary: %+v, %v", sum.Pods[0], err)
-		}
 	}
 }
