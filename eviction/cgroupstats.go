@@ -69,8 +69,8 @@ type CgroupStatsConfig struct {
 	// tree costs each cycle. Writable layers (CRI) are asked for at every
 	// Summary. Negative is an error.
 	DiskUsagePeriod time.Duration
-	Clock   clock.Clock
-	Logger  *zap.Logger
+	Clock           clock.Clock
+	Logger          *zap.Logger
 }
 
 // CgroupStats is a StatsProvider that reads the cgroup hierarchy, /proc and
