@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,8 +28,8 @@ var _ ThresholdNotifier = (*MemcgNotifier)(nil)
 // the cgroup's memory files.
 const DefaultMemcgPollInterval = 100 * time.Millisecond
 
-// DefaultCgroupRoot is where the cgroup file systems are mounted.
-const DefaultCgroupRoot = "/sys/fs/cgroup"
+// memcgDefaultRoot is where the cgroup file systems are mounted.
+const memcgDefaultRoot = "/sys/fs/cgroup"
 
 // MemcgNotifierConfig configures a MemcgNotifier.
 type MemcgNotifierConfig struct {
@@ -66,9 +67,8 @@ type MemcgNotifierConfig struct {
 // On cgroup v1 it registers an eventfd through cgroup.event_control on
 // memory.usage_in_bytes at MemcgUsageThreshold (the crossing point plus
 // the cgroup's total_inactive_file from memory.stat, rounded up to a
-// page), as the kubelet does;
-// the kernel signals it whenever usage crosses that value, in either
-// direction, and Run calls trigger. The registration lives until
+// page), as the kubelet does; the kernel signals it whenever usage
+// crosses that value, in either direction, and Run calls trigger. The registration lives until
 // UpdateThreshold moves it, Run returns, or Close. Moving it loses no
 // crossing: a signal pending on the old eventfd, or usage found over the
 // new value while it was below the old one, triggers too.
@@ -118,7 +118,7 @@ func NewMemcgNotifier(cfg MemcgNotifierConfig) (*MemcgNotifier, error) {
 		errs = append(errs, fmt.Errorf("%w: Threshold: quantity %s is not positive", ErrInvalidConfig, t.Value))
 	}
 	cg := strings.Trim(path.Clean("/"+cfg.Cgroup), "/")
-	if containsDotDot(strings.Split(filepath.ToSlash(cfg.Cgroup), "/")) {
+	if slices.Contains(strings.Split(filepath.ToSlash(cfg.Cgroup), "/"), "..") {
 		errs = append(errs, fmt.Errorf("%w: Cgroup %q contains ..", ErrInvalidConfig, cfg.Cgroup))
 	}
 	if t.Signal == SignalAllocatableMemoryAvailable && cg == "" {
@@ -135,7 +135,7 @@ func NewMemcgNotifier(cfg MemcgNotifierConfig) (*MemcgNotifier, error) {
 	}
 	cfg.Cgroup = cg
 	if cfg.CgroupRoot == "" {
-		cfg.CgroupRoot = DefaultCgroupRoot
+		cfg.CgroupRoot = memcgDefaultRoot
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultMemcgPollInterval
@@ -154,15 +154,6 @@ func NewMemcgNotifier(cfg MemcgNotifierConfig) (*MemcgNotifier, error) {
 		epfd:    -1,
 		wake:    -1,
 	}, nil
-}
-
-func containsDotDot(parts []string) bool {
-	for _, p := range parts {
-		if p == ".." {
-			return true
-		}
-	}
-	return false
 }
 
 // MemcgUsageThreshold is the cgroup v1 memory.usage_in_bytes value at
