@@ -55,6 +55,7 @@
 //
 //	S/checkpoints/podconfig-api.json   the node's pod set as the API server last sent it
 //	                                   (a v1 PodList: the full pod objects, spec and status)
+//	S/checkpoints/podconfig-api.json.prev  the set before that: replayed if the latest is corrupt
 //	S/objects/configmaps/<ns>_<name>   each configMap a pod uses (the v1 ConfigMap object)
 //	S/objects/secrets/<ns>_<name>      each secret a pod uses (the v1 Secret object, its
 //	                                   data NOT encrypted: protect S like the node's
@@ -76,8 +77,9 @@
 // exists with a wider mode). A file that fails its checksum or does not
 // decode is renamed to <file>.corrupt (then .corrupt.1, ...; never
 // overwritten), a warning says so, and the agent starts with the rest: a
-// corrupt pod set starts no stored pods (the API server's set is used when
-// it answers); a corrupt object is fetched again from the API server when
+// corrupt pod set falls back to the previous one (one update older; a
+// warning says so), and with neither usable no stored pod starts (the API
+// server's set is used when it answers); a corrupt object is fetched again from the API server when
 // it answers. The stored service account token is served offline whatever its
 // expiry (the pod cannot reach the API server anyway); a fresh one replaces
 // it when the volume is refreshed with the API server back.

@@ -198,15 +198,27 @@ func (s *Source) persist(pods []*v1.Pod) error {
 	if err != nil {
 		return err
 	}
+	// Keep the set being replaced as the previous generation, the fallback
+	// when the latest is found corrupt. A crash right after this rename
+	// leaves only the previous generation, which load then uses.
+	if _, err := s.fs.Lstat(filepath.Join(s.dir, s.file)); err == nil {
+		if err := s.fs.Rename(filepath.Join(s.dir, s.file), filepath.Join(s.dir, s.prevFile())); err != nil {
+			s.log.Debug("cannot keep the previous persisted set", zap.Error(err))
+		}
+	}
 	return ckpt.WriteFS(s.fs, s.dir, s.file, data)
 }
+
+// prevFile is the previous generation's name ("<FileName>.prev").
+func (s *Source) prevFile() string { return s.file + ".prev" }
 
 // Replay sends the persisted set to Out as a SET, unless the wrapped
 // source has delivered already or Replay has replayed before; it reports
 // whether it sent. A missing file sends nothing. A corrupt file (bad
-// checksum, truncated, not a PodList) is set aside as .corrupt, logged,
-// and nothing is sent: the source starts empty. Other read errors are
-// returned.
+// checksum, truncated, not a PodList) is set aside as .corrupt and logged;
+// then the previous set (FileName()+".prev", kept by every write) is sent
+// if it is usable, else nothing: the source starts empty. Other read
+// errors are returned.
 func (s *Source) Replay(ctx context.Context) (bool, error) {
 	if err := s.acquire(ctx); err != nil {
 		return false, err
@@ -232,33 +244,57 @@ func (s *Source) Replay(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// load reads the persisted set; nil, nil when there is none usable.
+// load reads the persisted set; nil, nil when there is none usable. A
+// missing or corrupt latest generation falls back to the previous one
+// (one update older), and says so.
 func (s *Source) load() ([]*v1.Pod, error) {
 	s.removeLeftovers()
-	data, err := ckpt.ReadFS(s.fs, s.dir, s.file)
+	pods, found, err := s.loadFile(s.file)
+	if err != nil || pods != nil {
+		return pods, err
+	}
+	prev, prevFound, err := s.loadFile(s.prevFile())
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		s.log.Info("no persisted pods to replay")
-		return nil, nil
-	case errors.Is(err, ckpt.ErrCorrupt) || errors.Is(err, ckpt.ErrTooLarge):
-		s.setAside(err)
-		return nil, nil
 	case err != nil:
 		return nil, err
+	case prev != nil:
+		s.log.Warn("the latest persisted pods are unusable: replaying the previous set (one update older)",
+			zap.Bool("latest_missing", !found), zap.Int("pods", len(prev)))
+		return prev, nil
+	case found || prevFound:
+		s.log.Warn("no usable persisted pods: starting empty")
+	default:
+		s.log.Info("no persisted pods to replay")
+	}
+	return nil, nil
+}
+
+// loadFile reads one generation. pods is non-nil when it is usable; found
+// reports whether the file was there (corrupt ones are set aside).
+func (s *Source) loadFile(name string) (pods []*v1.Pod, found bool, err error) {
+	data, err := ckpt.ReadFS(s.fs, s.dir, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, false, nil
+	case errors.Is(err, ckpt.ErrCorrupt) || errors.Is(err, ckpt.ErrTooLarge):
+		s.setAside(name, err)
+		return nil, true, nil
+	case err != nil:
+		return nil, true, err
 	}
 	var list v1.PodList
 	if err := json.Unmarshal(data, &list); err != nil || list.Kind != "PodList" {
 		if err == nil {
 			err = fmt.Errorf("kind %q is not PodList", list.Kind)
 		}
-		s.setAside(err)
-		return nil, nil
+		s.setAside(name, err)
+		return nil, true, nil
 	}
-	pods := make([]*v1.Pod, 0, len(list.Items))
+	pods = make([]*v1.Pod, 0, len(list.Items))
 	for i := range list.Items {
 		pods = append(pods, &list.Items[i])
 	}
-	return pods, nil
+	return pods, true, nil
 }
 
 // removeLeftovers removes the temporary files of writes a crash
@@ -281,13 +317,13 @@ func (s *Source) removeLeftovers() {
 	}
 }
 
-func (s *Source) setAside(cause error) {
-	moved, err := ckpt.SetAsideFS(s.fs, s.dir, s.file)
+func (s *Source) setAside(name string, cause error) {
+	moved, err := ckpt.SetAsideFS(s.fs, s.dir, name)
 	if err != nil {
-		s.log.Error("corrupt persisted pods could not be set aside; starting empty", zap.NamedError("cause", cause), zap.Error(err))
+		s.log.Error("corrupt persisted pods could not be set aside; ignoring them", zap.String("file", name), zap.NamedError("cause", cause), zap.Error(err))
 		return
 	}
-	s.log.Warn("corrupt persisted pods set aside; starting empty", zap.NamedError("cause", cause), zap.String("moved_to", moved))
+	s.log.Warn("corrupt persisted pods set aside", zap.String("file", name), zap.NamedError("cause", cause), zap.String("moved_to", moved))
 }
 
 // Run forwards what the wrapped source sends to In (see Handle) until ctx

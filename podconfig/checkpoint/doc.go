@@ -11,8 +11,11 @@
 // its SET replaces the replayed one. A replay never follows live data: once
 // the source has delivered, Replay does nothing.
 //
-// A corrupt file is set aside as <name>.corrupt and the source starts
-// empty; it never refuses to start.
+// Every write keeps the set it replaces as <name>.prev. A corrupt file is
+// set aside as <name>.corrupt (never overwriting an earlier one) with a
+// warning, and the previous set (one update older) is replayed instead,
+// again with a warning; with neither usable the source starts empty. It
+// never refuses to start.
 //
 //	pc, _ := podconfig.New(podconfig.Config{...})
 //	persist, _ := checkpoint.New(checkpoint.Config{

@@ -184,3 +184,66 @@ func TestCorruptAtRestartStartsAndSaysSo(t *testing.T) {
 		t.Fatalf("replayed %s", names(u.Pods))
 	}
 }
+
+// TestCorruptLatestFallsBackToPrevious: each write keeps the set it
+// replaces as "<file>.prev". A corrupt latest set is set aside and the
+// previous one (one update older) is replayed, with a warning; a crash
+// between keeping the previous set and writing the new one leaves only the
+// previous set, which is replayed too.
+func TestCorruptLatestFallsBackToPrevious(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir, -1, nil)
+	for _, set := range [][]*v1.Pod{{pod("a")}, {pod("a"), pod("b")}} {
+		if err := h.src.Handle(t.Context(), podconfig.PodUpdate{Op: podconfig.SET, Pods: set}); err != nil {
+			t.Fatal(err)
+		}
+		h.recv(t)
+	}
+	path := filepath.Join(dir, h.src.FileName())
+	b, _ := os.ReadFile(path)
+	b[len(b)-4] ^= 0x40
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHarness(t, dir, -1, nil)
+	if sent, err := h2.src.Replay(t.Context()); !sent || err != nil {
+		t.Fatalf("Replay = %v, %v", sent, err)
+	}
+	if u := h2.recv(t); names(u.Pods) != "a/uid-a" {
+		t.Fatalf("replayed %s, want the previous set", names(u.Pods))
+	}
+	if h2.logs.FilterMessageSnippet("replaying the previous set").FilterLevelExact(zapcore.WarnLevel).Len() != 1 {
+		t.Errorf("fallback not logged: %v", h2.logs.All())
+	}
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Errorf("corrupt latest not set aside: %v", err)
+	}
+
+	// Crash after the rotation: only the previous generation is there.
+	if err := os.Rename(path+".corrupt", path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".prev"); err != nil { // the corrupt one becomes "previous"
+		t.Fatal(err)
+	}
+	h3 := newHarness(t, dir, -1, nil)
+	if sent, err := h3.src.Replay(t.Context()); sent || err != nil {
+		t.Fatalf("Replay with a corrupt previous set only = %v, %v", sent, err)
+	}
+	if h3.logs.FilterMessage("no usable persisted pods: starting empty").Len() != 1 {
+		t.Errorf("start empty not logged: %v", h3.logs.All())
+	}
+	if err := ckptWrite(dir, pod("c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".prev"); err != nil {
+		t.Fatal(err)
+	}
+	h4 := newHarness(t, dir, -1, nil)
+	if sent, err := h4.src.Replay(t.Context()); !sent || err != nil {
+		t.Fatalf("Replay with the previous set only = %v, %v", sent, err)
+	}
+	if u := h4.recv(t); names(u.Pods) != "c/uid-c" {
+		t.Fatalf("replayed %s", names(u.Pods))
+	}
+}
