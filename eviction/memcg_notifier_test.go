@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/eviction"
@@ -351,4 +353,59 @@ func TestMemcgV1RegistrationErrors(t *testing.T) {
 			t.Fatalf("armed without %s", step.missing)
 		}
 	}
+}
+
+// TestMemcgNotifierWithManager: the notifier as one of the manager's
+// Notifiers (v2 tree, fake clock, periodic cycle an hour away): the first
+// cycle arms it, and a crossing seen by the next poll evicts at once.
+func TestMemcgNotifierWithManager(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	synctest.Test(t, func(t *testing.T) {
+		tr := newMemcgV2Tree(t)
+		clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+		th := memcgThreshold(t, "allocatableMemory.available", "500Mi")
+		n := newV2Notifier(t, tr, eviction.MemcgNotifierConfig{Threshold: th, Cgroup: "kubepods", Clock: clk})
+		stats := eviction.NewFakeStats(allocSummary(1096, 3000)) // met over 3596Mi
+		tr.set(3000, 0)
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog", Namespace: "default", UID: "hog"}}
+		var killed []string
+		m, err := eviction.New(eviction.Config{
+			Thresholds: []eviction.Threshold{th},
+			Stats:      stats,
+			ActivePods: func() []*v1.Pod { return []*v1.Pod{pod} },
+			KillPod: func(_ context.Context, p *v1.Pod, st v1.PodStatus, _ int64) error {
+				killed = append(killed, p.Name+" "+st.Reason)
+				return nil
+			},
+			Notifiers: []eviction.ThresholdNotifier{n},
+			Interval:  time.Hour,
+			Clock:     clk,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		synctest.Wait()
+		if v, armed := n.Armed(); !armed || v != 3596*memcgMi+1 {
+			t.Fatalf("after the first cycle: Armed = %d, %v", v, armed)
+		}
+		clk.Step(100 * time.Millisecond)
+		synctest.Wait()
+		if len(killed) != 0 {
+			t.Fatalf("killed %v below the threshold", killed)
+		}
+		stats.Set(allocSummary(400, 3696))
+		tr.set(3696, 0)
+		clk.Step(100 * time.Millisecond)
+		synctest.Wait()
+		if len(killed) != 1 || killed[0] != "hog Evicted" {
+			t.Fatalf("killed %v, want [hog Evicted] from the crossing", killed)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("manager Run returned %v", err)
+		}
+	})
 }
