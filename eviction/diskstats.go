@@ -197,6 +197,9 @@ func (s *CgroupStats) addLogStats(ctx context.Context, set *podSet) error {
 		if p == nil {
 			continue // not a pod of this summary
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		dir := filepath.Join(s.cfg.PodLogsRoot, e.Name())
 		total, truncated, err := s.measure(ctx, dir, func(name string, isDir bool, u diskUsage) {
 			if isDir {
@@ -227,6 +230,9 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		p := &set.pods[i]
 		if !safeSegment(string(p.UID)) {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		dir := filepath.Join(s.cfg.PodsDir, string(p.UID), "volumes", emptyDirDir)
 		var vols diskUsage
