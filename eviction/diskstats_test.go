@@ -433,6 +433,48 @@ func TestDiskPressureRanksByMeasuredUse(t *testing.T) {
 	}
 }
 
+// TestInodePressureRanksByMeasuredInodes: under nodefs.inodesFree
+// pressure the pod whose emptyDir holds the most files is evicted, though
+// another pod uses more bytes; with a dedicated image file system the
+// writable layers' inodes do not count for nodefs.
+func TestInodePressureRanksByMeasuredInodes(t *testing.T) {
+	podsDir, logs := t.TempDir(), t.TempDir()
+	for i := range 40 {
+		writeFile(t, filepath.Join(podsDir, "many", "volumes", emptyDirDir, "v", fmt.Sprintf("f%d", i)), 1)
+	}
+	writeFile(t, filepath.Join(podsDir, "fat", "volumes", emptyDirDir, "v", "f"), 4<<20)
+	cri := &fakeCRIStats{stats: []*runtimeapi.ContainerStats{
+		criStat("many", "app", 0, 1, 4096, 1),
+		criStat("fat", "app", 0, 1, 4096, 1000), // a layer of many files: on the image fs
+	}}
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	stats := newTestStats(t, CgroupStatsConfig{
+		CgroupRoot: v1PodsTree(t), ProcRoot: procTree(t), NodeFsPath: "/node", ImageFsPath: "/image",
+		ContainerStats: cri, PodLogsRoot: logs, PodsDir: podsDir, Clock: clk,
+	})
+	// nodefs has 500 of 1000 inodes free: under a 60% threshold.
+	ts := mustParse(t, map[string]string{"nodefs.inodesFree": "60%"}, nil, nil, nil)
+	pods := []*v1.Pod{diskPod("fat", 0, ""), diskPod("many", 0, "")}
+	var killed []*v1.Pod
+	m, err := New(Config{
+		Thresholds: ts, Stats: stats, Clock: clk,
+		ActivePods: func() []*v1.Pod { return pods },
+		KillPod: func(_ context.Context, p *v1.Pod, _ v1.PodStatus, _ int64) error {
+			killed = append(killed, p)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SyncOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if names(killed) != "many" {
+		t.Errorf("killed %q, want many (41 volume inodes)", names(killed))
+	}
+}
+
 // BenchmarkCgroupStatsSummaryDisk: one Summary over 110 pods with CRI
 // stats for 3 containers each, 2 log files per container, and 2 emptyDir
 // volumes of 20 files each per pod (the disk walks cover about 8,000
