@@ -33,6 +33,12 @@ type EvictionOptions struct {
 	// Config has no ContainerGC; EvictNonDeletedPods is always set, as the
 	// kubelet does. The zero value is the kubelet's default policy.
 	ContainerGCPolicy runtime.GCPolicy
+	// MemcgNotifier adds, when a container manager is wired and the
+	// eviction Config has no Notifiers, a memcg threshold notifier
+	// (eviction.MemcgNotifier) for each memory.available and
+	// allocatableMemory.available threshold: a crossing runs a cycle at
+	// once instead of at the next Interval.
+	MemcgNotifier bool
 	// Built, if not nil, is filled in by Build with what it made, so the
 	// caller can feed the pressure conditions to node status
 	// (nodestatus.SettersConfig.Pressure = Built.Manager) or call the
@@ -166,6 +172,17 @@ func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpti
 		}
 		cfg.Stats = st
 	}
+	if cm, ok := b.cgroups.(*containermgr.Manager); ok && cm != nil && opts.MemcgNotifier && len(cfg.Notifiers) == 0 {
+		ts := cfg.Thresholds
+		if cfg.EnforceAllocatable {
+			ts = eviction.WithAllocatableThresholds(ts)
+		}
+		for _, t := range ts {
+			if t.Signal == eviction.SignalMemoryAvailable || t.Signal == eviction.SignalAllocatableMemoryAvailable {
+				cfg.Notifiers = append(cfg.Notifiers, &lazyMemcgNotifier{cm: cm, t: t, clock: cfg.Clock, logger: cfg.Logger, ready: make(chan struct{})})
+			}
+		}
+	}
 	if cfg.ImageGC == nil && a.cri != nil {
 		gc, err := b.buildImageGC(a, cfg, opts.ImageGC)
 		if err != nil {
@@ -267,6 +284,79 @@ func (g containerGC) DeleteAllUnusedContainers(ctx context.Context) error {
 	return g.a.mgr.GarbageCollect(ctx, g.policy, g.a.sourcesReady())
 }
 
+// cgroupPaths gives the cgroup file system root and the pods cgroup
+// relative to a hierarchy root, once the container manager has started.
+func cgroupPaths(cm *containermgr.Manager) (root, pods string, err error) {
+	cgm := cm.CgroupManager()
+	if cgm == nil {
+		return "", "", errors.New("nodekit: the container manager has not started")
+	}
+	name := cm.PodsCgroupName()
+	pods = strings.Trim(cgm.Name(name), "/")
+	root = strings.TrimSuffix(filepath.Clean(cgm.Path("memory", name)), "/"+pods)
+	if cgm.Version() != containermgr.V2 {
+		root = filepath.Dir(root) // <root>/memory
+	}
+	return root, pods, nil
+}
+
+// lazyMemcgNotifier is an eviction.MemcgNotifier made once the container
+// manager has started (the cgroup root is known only then): at the first
+// UpdateThreshold, which the manager calls after its first cycle.
+type lazyMemcgNotifier struct {
+	cm     *containermgr.Manager
+	t      eviction.Threshold
+	clock  clock.Clock
+	logger *zap.Logger
+	ready  chan struct{}
+
+	mu sync.Mutex
+	n  *eviction.MemcgNotifier
+}
+
+func (l *lazyMemcgNotifier) get() (*eviction.MemcgNotifier, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n != nil {
+		return l.n, nil
+	}
+	root, pods, err := cgroupPaths(l.cm)
+	if err != nil {
+		return nil, err
+	}
+	cfg := eviction.MemcgNotifierConfig{Threshold: l.t, CgroupRoot: root, Clock: l.clock, Logger: l.logger}
+	if l.t.Signal == eviction.SignalAllocatableMemoryAvailable {
+		cfg.Cgroup = pods
+	}
+	n, err := eviction.NewMemcgNotifier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l.n = n
+	close(l.ready)
+	return n, nil
+}
+
+func (l *lazyMemcgNotifier) UpdateThreshold(s *eviction.Summary) error {
+	n, err := l.get()
+	if err != nil {
+		return err
+	}
+	return n.UpdateThreshold(s)
+}
+
+func (l *lazyMemcgNotifier) Run(ctx context.Context, trigger func()) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.ready:
+	}
+	l.mu.Lock()
+	n := l.n
+	l.mu.Unlock()
+	return n.Run(ctx, trigger)
+}
+
 // containerMgrStats is eviction.CgroupStats over the container manager's
 // pods cgroup, made on first use: the cgroup root, version and driver are
 // known only once the container manager has started (before any part
@@ -296,15 +386,9 @@ func (s *containerMgrStats) provider() (*eviction.CgroupStats, error) {
 	if s.stats != nil {
 		return s.stats, nil
 	}
-	cgm := s.cm.CgroupManager()
-	if cgm == nil {
-		return nil, errors.New("nodekit: the container manager has not started")
-	}
-	pods := s.cm.PodsCgroupName()
-	rel := strings.Trim(cgm.Name(pods), "/")
-	root := strings.TrimSuffix(filepath.Clean(cgm.Path("memory", pods)), "/"+rel)
-	if cgm.Version() != containermgr.V2 {
-		root = filepath.Dir(root) // <root>/memory
+	root, rel, err := cgroupPaths(s.cm)
+	if err != nil {
+		return nil, err
 	}
 	var alloc uint64
 	if q, ok := s.cm.NodeAllocatable()[v1.ResourceMemory]; ok && q.Sign() > 0 {

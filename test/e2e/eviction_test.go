@@ -212,7 +212,7 @@ func TestEvictionMemoryPressure(t *testing.T) {
 			return &apiSource{out: out, sets: sets}, nil
 		}).
 		WithContainerManager(mgr).
-		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: time.Second}, nodekit.EvictionOptions{Built: &built}).
+		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: time.Second}, nodekit.EvictionOptions{Built: &built, MemcgNotifier: true}).
 		Build()
 	if err != nil {
 		t.Fatal(err)
