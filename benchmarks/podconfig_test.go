@@ -165,6 +165,7 @@ func resyncSets(n int, statusFlip bool) (load, a, b []*v1.Pod) {
 	load, a, b = podSet(2, n), podSet(2, n), podSet(2, n)
 	if statusFlip {
 		b[0].Status.Phase = v1.PodPending
+		b[0].ResourceVersion += "1" // a status write bumps it
 	}
 	return load, a, b
 }
@@ -199,6 +200,7 @@ func pcScenario(impl pcImpl, n int) []pcUpdate {
 		flip[i] = p.DeepCopy()
 	}
 	flip[0].Status.Phase = v1.PodPending
+	flip[0].ResourceVersion += "1"
 	d.send(api, flip)
 	got = append(got, d.recv())
 	back := make([]*v1.Pod, len(same))

@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +23,13 @@ func apiPod(src, i int) *v1.Pod {
 			Namespace:   "ns",
 			Labels:      map[string]string{"app": "web", "tier": "front", "pod-template-hash": "5d8f7c9b6"},
 			Annotations: map[string]string{"note": "x"},
+			// As the API server hands them out: a resource version, a
+			// creation time, an owner.
+			ResourceVersion:   fmt.Sprint(100000 + i),
+			Generation:        1,
+			CreationTimestamp: metav1.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d8f7c9b6",
+				UID: "rs-uid", Controller: ptr(true), BlockOwnerDeletion: ptr(true)}},
 		},
 		Spec: v1.PodSpec{
 			Containers: []v1.Container{{
