@@ -285,6 +285,12 @@ func TestEvictionMemoryPressure(t *testing.T) {
 		return st.Phase == v1.PodFailed && st.Reason == eviction.Reason, detail
 	})
 	t.Logf("evicted %v after the pods started", waited.Round(time.Second))
+	// Checked at once: on a busy machine other processes may push the node
+	// back under the threshold later, and the Guaranteed pod would then be
+	// the next (and rightly so) to go.
+	if c := e.running(t)[guaranteedName]; c == nil || c.Id != guaranteedID {
+		t.Fatalf("the Guaranteed pod's container when the hog was evicted: %v, want %s running", c, guaranteedID)
+	}
 
 	st := statuses.get(hogName)
 	if !strings.Contains(st.Message, "The node was low on resource: memory.") {
