@@ -153,14 +153,22 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 	args := []string{"--kubeconfig", nodeKC, "--node-name", name, "--runtime-endpoint", endpoint,
 		"--state-dir", state, "--status-every", "2s", "-v", "-q"}
 
+	// connect retries while containerd's CRI service starts ("server is
+	// not initialized yet" right after a restart).
 	connect := func() *remote.Client {
-		cri, err := remote.New(remote.Config{Endpoint: endpoint})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cri.Connect(ctx); err != nil {
-			t.Fatalf("containerd at %s: %v", endpoint, err)
-		}
+		var cri *remote.Client
+		nsPoll(t, 60*time.Second, "containerd's CRI service at "+endpoint, func() (bool, string) {
+			c, err := remote.New(remote.Config{Endpoint: endpoint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Connect(ctx); err != nil {
+				c.Close(ctx)
+				return false, err.Error()
+			}
+			cri = c
+			return true, ""
+		})
 		return cri
 	}
 	cri := connect()
