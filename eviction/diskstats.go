@@ -112,8 +112,9 @@ func (s *CgroupStats) addDiskStats(ctx context.Context, pods []PodStats) ([]PodS
 }
 
 // addCRIStats adds each container's writable layer and working set. Of
-// several instances of a container (restarts not yet collected) the one
-// with the highest attempt counts, as the kubelet keeps only the latest.
+// several instances of a container (restarts not yet collected) only the
+// latest counts (the highest attempt; on a tie, a running one), as the
+// kubelet keeps only the latest.
 // Pods with no cgroup get their containers' working set as theirs.
 func (s *CgroupStats) addCRIStats(ctx context.Context, set *podSet) error {
 	stats, err := s.cfg.ContainerStats.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
@@ -140,7 +141,7 @@ func (s *CgroupStats) addCRIStats(ctx context.Context, set *podSet) error {
 			continue // not a pod's container
 		}
 		k := key{uid, name}
-		if old, ok := latest[k]; !ok || attr.GetMetadata().GetAttempt() > old.GetAttributes().GetMetadata().GetAttempt() {
+		if old, ok := latest[k]; !ok || newer(st, old) {
 			latest[k] = st
 		}
 	}
@@ -172,6 +173,16 @@ func (s *CgroupStats) addCRIStats(ctx context.Context, set *podSet) error {
 		}
 	}
 	return nil
+}
+
+// newer: a has the higher attempt, or the same one (a pod's sandbox was
+// recreated) and a working set where b has none (a runs, b exited).
+func newer(a, b *runtimeapi.ContainerStats) bool {
+	aa, ba := a.GetAttributes().GetMetadata().GetAttempt(), b.GetAttributes().GetMetadata().GetAttempt()
+	if aa != ba {
+		return aa > ba
+	}
+	return a.GetMemory().GetWorkingSetBytes().GetValue() > 0 && b.GetMemory().GetWorkingSetBytes().GetValue() == 0
 }
 
 // addLogStats measures each known pod's log directory,

@@ -119,6 +119,7 @@ func TestCgroupStatsDisk(t *testing.T) {
 		criStat("a-1", "app", 0, 1, 100, 1), // an older instance: not counted
 		criStat("a-1", "app", 1, 600, 300, 3),
 		criStat("a-1", "sidecar", 0, 10, 50, 1),
+		criStat("b-2", "", 0, 0, 999, 2), // exited, same attempt (an older sandbox): not counted
 		criStat("b-2", "", 0, 20, 70, 2), // name from the metadata
 		criStat("c-3", "web", 2, 5000, 1000, 9),
 		criStat("", "infra", 0, 1, 1, 1), // not a pod's container
