@@ -275,9 +275,11 @@ func (b *Builder) Build() (*Agent, error) {
 	if cri != nil {
 		rcfg := runtime.Config{
 			Runtime: driven, Images: driven, PodLogsRoot: logsRoot, NodeName: b.nodeName,
-			PodsDir:  filepath.Join(b.rootDir, syncloop.PodsDirName),
 			PodState: ps, NodeAllocatable: b.allocatable, Clock: clk, Logger: log, Registerer: b.registerer,
 			Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
+		}
+		if filepath.IsAbs(b.rootDir) {
+			rcfg.PodsDir = filepath.Join(b.rootDir, syncloop.PodsDirName)
 		}
 		for _, edit := range b.runtimeEdits {
 			edit(&rcfg)
