@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/prober"
@@ -45,6 +46,7 @@ type Agent struct {
 	loop      *syncloop.Loop
 	parts     []extraPart
 	prober    *prober.Manager
+	eviction  atomic.Pointer[eviction.Manager]
 	// starters run, in order, before any part starts (state to load before
 	// the first pod is admitted).
 	starters []func(ctx context.Context) error
@@ -94,6 +96,39 @@ func (a *Agent) PLEG() *pleg.GenericPLEG { return a.generic }
 // EventedPLEG returns the event-driven PLEG made by WithEventedPLEG when
 // the runtime offers container events, else nil.
 func (a *Agent) EventedPLEG() *pleg.EventedPLEG { return a.evented }
+
+// Eviction returns the eviction manager WithEviction wired, or nil.
+func (a *Agent) Eviction() *eviction.Manager { return a.eviction.Load() }
+
+// Pressure reports the node's memory, disk and PID pressure as the
+// eviction manager sees it (none without WithEviction). It asks at each
+// call, so node status can take it before every part is built.
+func (a *Agent) Pressure() PressureSource { return agentPressure{a} }
+
+// PressureSource is what node status asks about pressure
+// (nodestatus.PressureSource has the same methods).
+type PressureSource interface {
+	IsUnderMemoryPressure() bool
+	IsUnderDiskPressure() bool
+	IsUnderPIDPressure() bool
+}
+
+type agentPressure struct{ a *Agent }
+
+func (p agentPressure) IsUnderMemoryPressure() bool {
+	m := p.a.Eviction()
+	return m != nil && m.IsUnderMemoryPressure()
+}
+
+func (p agentPressure) IsUnderDiskPressure() bool {
+	m := p.a.Eviction()
+	return m != nil && m.IsUnderDiskPressure()
+}
+
+func (p agentPressure) IsUnderPIDPressure() bool {
+	m := p.a.Eviction()
+	return m != nil && m.IsUnderPIDPressure()
+}
 
 // Loop returns the sync loop.
 func (a *Agent) Loop() *syncloop.Loop { return a.loop }

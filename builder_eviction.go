@@ -103,6 +103,7 @@ func (b *Builder) WithEvictionOptions(cfg eviction.Config, opts EvictionOptions)
 			return err
 		}
 		w.set(parts.Manager)
+		a.eviction.Store(parts.Manager)
 		if opts.Built != nil {
 			*opts.Built = parts
 		}

@@ -151,6 +151,10 @@ func TestWithEviction(t *testing.T) {
 	if built.Manager == nil || built.ImageGC == nil {
 		t.Fatalf("Built = %+v: want the eviction manager and an image GC over the fake runtime", built)
 	}
+	if agent.Eviction() != built.Manager {
+		t.Fatal("Agent.Eviction is not the manager WithEvictionOptions built")
+	}
+	pressure := agent.Pressure()
 	stop := startAgent(t, agent)
 	src.sets <- []*v1.Pod{guaranteed, besteffort}
 	waitUntil(t, 20*time.Second, sink.changed, "both pods Running", func() (bool, string) {
@@ -185,6 +189,9 @@ func TestWithEviction(t *testing.T) {
 	}
 	if !built.Manager.IsUnderMemoryPressure() {
 		t.Error("no MemoryPressure after an eviction for memory")
+	}
+	if !pressure.IsUnderMemoryPressure() || pressure.IsUnderDiskPressure() || pressure.IsUnderPIDPressure() {
+		t.Error("Agent.Pressure does not report the eviction manager's memory pressure (alone)")
 	}
 	after := runningContainers(t, rt)
 	if after["guaranteed"] == "" || after["guaranteed"] != before["guaranteed"] {
@@ -230,6 +237,14 @@ func TestWithEvictionNeedsStats(t *testing.T) {
 		Build()
 	if !errors.Is(err, nodekit.ErrInvalidConfig) || !strings.Contains(err.Error(), "Stats is required") {
 		t.Fatalf("Build = %v", err)
+	}
+	// Without WithEviction an agent reports no pressure.
+	plain, err := nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime().WithRootDir(t.TempDir()).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plain.Pressure(); plain.Eviction() != nil || p.IsUnderMemoryPressure() || p.IsUnderDiskPressure() || p.IsUnderPIDPressure() {
+		t.Error("an agent without eviction reports an eviction manager or pressure")
 	}
 	_, err = nodekit.NewBuilder().
 		WithNodeName("node1").
