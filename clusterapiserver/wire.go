@@ -44,6 +44,12 @@ type Config struct {
 	// synced (10s).
 	StatusUpdateFrequency time.Duration
 	MirrorPeriod          time.Duration
+	// PodWatchMaxBackoff caps the wait before the API server pod source
+	// lists and watches again after a failure, so that pods bound during
+	// or after an outage are seen soon after the API server returns. 0 =
+	// client-go's default, as the kubelet has it (up to 30s, jittered up
+	// to 60s).
+	PodWatchMaxBackoff time.Duration
 	// NoLease turns the node lease off.
 	NoLease bool
 	Logger  *zap.Logger
@@ -78,7 +84,8 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 			if cfgErr != nil {
 				return nil, cfgErr
 			}
-			return pcapiserver.New(pcapiserver.Config{Client: cfg.Client, NodeName: cfg.NodeName, Out: out, Logger: cfg.Logger})
+			return pcapiserver.New(pcapiserver.Config{Client: cfg.Client, NodeName: cfg.NodeName, Out: out,
+				MaxRetryBackoff: cfg.PodWatchMaxBackoff, Logger: cfg.Logger})
 		},
 		Parts: func(a *nodekit.Agent) ([]nodekit.ClusterPart, error) {
 			if cfgErr != nil {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -34,6 +35,13 @@ type Config struct {
 	// Resync, if positive, makes the reflector resync its store at this
 	// period (it sends nothing by itself; the kubelet uses 0). Default 0.
 	Resync time.Duration
+	// MaxRetryBackoff caps the wait before the reflector lists and watches
+	// again after a failure (e.g. the API server is down): it starts at
+	// 800ms (or MaxRetryBackoff if smaller), doubles up to this cap, and
+	// gets up to 20% jitter. 0 = client-go's default, as the kubelet has it:
+	// 800ms doubling to 30s with up to 100% jitter, so after a long outage
+	// new pods may take a minute to be seen. Negative is an error.
+	MaxRetryBackoff time.Duration
 	// Clock drives the reflector's back-off and resync timers. Default
 	// clock.RealClock{}.
 	Clock clock.Clock
@@ -48,6 +56,7 @@ type Source struct {
 	nodeName string
 	out      chan<- podconfig.PodUpdate
 	resync   time.Duration
+	backoff  *wait.Backoff
 	clock    clock.Clock
 	log      *zap.Logger
 	running  atomic.Bool
@@ -67,11 +76,15 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Resync < 0 {
 		return nil, fmt.Errorf("%w: Resync must not be negative", ErrInvalidConfig)
 	}
+	if cfg.MaxRetryBackoff < 0 {
+		return nil, fmt.Errorf("%w: MaxRetryBackoff must not be negative", ErrInvalidConfig)
+	}
 	s := &Source{
 		client:   cfg.Client,
 		nodeName: cfg.NodeName,
 		out:      cfg.Out,
 		resync:   cfg.Resync,
+		backoff:  retryBackoff(cfg.MaxRetryBackoff),
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
 	}
@@ -113,11 +126,30 @@ func (s *Source) Run(ctx context.Context) error {
 		ResyncPeriod: s.resync,
 		Clock:        s.clock,
 		Logger:       &logger,
+		Backoff:      s.backoff,
 	})
 	s.log.Info("watching the API server for pods")
 	r.RunWithContext(ctx)
 	s.log.Info("stopped watching the API server")
 	return nil
+}
+
+// firstRetryBackoff is client-go's first reflector back-off.
+const firstRetryBackoff = 800 * time.Millisecond
+
+// retryBackoff is the reflector back-off for a cap (nil: client-go's).
+func retryBackoff(limit time.Duration) *wait.Backoff {
+	if limit <= 0 {
+		return nil
+	}
+	first := min(firstRetryBackoff, limit)
+	return &wait.Backoff{
+		Duration: first,
+		Cap:      limit,
+		Factor:   2,
+		Jitter:   0.2,
+		Steps:    int(limit/first) + 1,
+	}
 }
 
 // podStore is the reflector's store: it keeps the pods it is given and,

@@ -308,31 +308,37 @@ func TestClusterAPIServerOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { cri.Close(context.Background()) })
 
-	const podName = "cluster-outage"
+	const podName, laterPod = "cluster-outage", "cluster-outage-later"
+	// The pod source retries at most this far apart (client-go's default
+	// would be up to a minute).
+	const podWatchBackoff = 5 * time.Second
 	// Whatever happens, the API server runs again for the tests after this one.
 	t.Cleanup(func() { apiServerScript(t, "start-apiserver") })
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = admin.CoreV1().Pods("default").Delete(cctx, podName, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		_ = admin.CoreV1().Pods("default").Delete(cctx, laterPod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		sbs, err := cri.ListPodSandbox(cctx, nil)
 		if err != nil {
 			t.Logf("cleanup: ListPodSandbox: %v", err)
 			return
 		}
 		for _, sb := range sbs {
-			if sb.GetMetadata().GetName() != podName {
+			if n := sb.GetMetadata().GetName(); n != podName && n != laterPod {
 				continue
 			}
 			_ = cri.StopPodSandbox(cctx, sb.Id)
 			_ = cri.RemovePodSandbox(cctx, sb.Id)
 		}
 	})
-	_ = admin.CoreV1().Pods("default").Delete(ctx, podName, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-	nsPoll(t, 30*time.Second, "leftover pod gone", func() (bool, string) {
-		_, err := admin.CoreV1().Pods("default").Get(ctx, podName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
+	for _, n := range []string{podName, laterPod} {
+		_ = admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		nsPoll(t, 30*time.Second, "leftover pod "+n+" gone", func() (bool, string) {
+			_, err := admin.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+	}
 
 	// containers lists the pod's containers in containerd: name -> state, id.
 	type ctrState struct {
@@ -375,7 +381,7 @@ func TestClusterAPIServerOutage(t *testing.T) {
 	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithRootDir(dir)
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
 		Client: nodeClient, NodeName: name, Logger: zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
-		MirrorPeriod: time.Second, StatusUpdateFrequency: time.Second,
+		MirrorPeriod: time.Second, StatusUpdateFrequency: time.Second, PodWatchMaxBackoff: podWatchBackoff,
 	}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -606,6 +612,34 @@ func TestClusterAPIServerOutage(t *testing.T) {
 		if c.Type == v1.NodeReady && c.Status != v1.ConditionTrue {
 			t.Errorf("node not Ready after the outage: %s %s", c.Reason, c.Message)
 		}
+	}
+
+	// The pod source is connected again: a pod bound to the node after the
+	// return runs (the source retries at least every podWatchBackoff×1.2).
+	_, err = admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: laterPod, Namespace: "default"},
+		Spec: v1.PodSpec{
+			NodeName: name, HostNetwork: true, DNSPolicy: v1.DNSDefault,
+			AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{
+				Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
+				Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := nsPollDur(t, 90*time.Second, "a pod created after the return Running", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, laterPod, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == v1.PodRunning, fmt.Sprintf("phase %q", p.Status.Phase)
+	})
+	t.Logf("a pod created after the return was Running %v later", later.Round(time.Millisecond))
+	if later > 45*time.Second {
+		t.Errorf("a pod created after the return took %v to run, want well within 45s (pod watch back-off %v)", later, podWatchBackoff)
 	}
 
 	// Nothing was restarted: same sandbox, one instance of each container.
