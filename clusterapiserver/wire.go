@@ -118,6 +118,9 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		// As the kubelet with local storage capacity isolation (its
 		// default): no Ready node without ephemeral-storage capacity.
 		RequireEphemeralStorage: true,
+		// MemoryPressure, DiskPressure and PIDPressure from the eviction
+		// manager (WithEviction); no pressure without one.
+		Pressure: a.Pressure(),
 	}
 	if v, ok := a.CRI().(nodestatus.RuntimeVersioner); ok {
 		setters.Runtime = v

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podconfig"
 )
@@ -156,5 +157,55 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 	})
 	if _, p := phase("static-web-" + node); p == nil {
 		t.Fatal("the mirror pod was deleted")
+	}
+}
+
+// TestWireReportsEvictionPressure: with WithEviction, the node's
+// MemoryPressure condition in the API server follows the eviction manager.
+func TestWireReportsEvictionPressure(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	hard, err := eviction.ParseThresholds(map[string]string{"memory.available": "500Mi"}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100Mi available: under the 500Mi threshold from the first cycle.
+	stats := eviction.NewFakeStats(&eviction.Summary{Memory: &eviction.MemoryStats{AvailableBytes: 100 << 20, WorkingSetBytes: 4 << 30}})
+	lg := zap.NewNop()
+	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir()).
+		WithEviction(eviction.Config{Thresholds: hard, Stats: stats, Interval: 50 * time.Millisecond})
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
+		Client: client, NodeName: node, Machine: machine, Logger: lg, StatusUpdateFrequency: 50 * time.Millisecond,
+	}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	condition := func(typ v1.NodeConditionType) (v1.NodeCondition, bool) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return v1.NodeCondition{}, false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == typ {
+				return c, true
+			}
+		}
+		return v1.NodeCondition{}, false
+	}
+	waitUntil(t, 20*time.Second, "MemoryPressure True in the API server", func() (bool, string) {
+		c, ok := condition(v1.NodeMemoryPressure)
+		return ok && c.Status == v1.ConditionTrue, fmt.Sprintf("%+v", c)
+	})
+	if c, ok := condition(v1.NodeDiskPressure); !ok || c.Status != v1.ConditionFalse {
+		t.Errorf("DiskPressure %+v, want False", c)
 	}
 }
