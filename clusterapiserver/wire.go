@@ -50,6 +50,11 @@ type Config struct {
 	// client-go's default, as the kubelet has it (up to 30s, jittered up
 	// to 60s).
 	PodWatchMaxBackoff time.Duration
+	// WrapPodSource, when set, is given the API server pod source and
+	// returns the source the agent runs instead: e.g. one that persists
+	// every set to disk and replays it when the API server is unreachable
+	// (podconfig/checkpoint; examples/edge does this).
+	WrapPodSource func(api nodekit.PodSourceFunc) nodekit.PodSourceFunc
 	// NoLease turns the node lease off.
 	NoLease bool
 	Logger  *zap.Logger
@@ -79,14 +84,24 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 	if cfgErr == nil {
 		sink, cfgErr = nsapiserver.NewPodStatusSink(nsapiserver.PodStatusSinkConfig{Client: cfg.Client, Logger: cfg.Logger})
 	}
+	var podSource nodekit.PodSourceFunc = func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		if cfgErr != nil {
+			return nil, cfgErr
+		}
+		return pcapiserver.New(pcapiserver.Config{Client: cfg.Client, NodeName: cfg.NodeName, Out: out,
+			MaxRetryBackoff: cfg.PodWatchMaxBackoff, Logger: cfg.Logger})
+	}
+	if cfg.WrapPodSource != nil {
+		podSource = cfg.WrapPodSource(podSource)
+		if podSource == nil && cfgErr == nil {
+			cfgErr = fmt.Errorf("%w: WrapPodSource returned nil", ErrInvalidConfig)
+		}
+		if podSource == nil {
+			podSource = func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, cfgErr }
+		}
+	}
 	cluster := nodekit.Cluster{
-		PodSource: func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
-			if cfgErr != nil {
-				return nil, cfgErr
-			}
-			return pcapiserver.New(pcapiserver.Config{Client: cfg.Client, NodeName: cfg.NodeName, Out: out,
-				MaxRetryBackoff: cfg.PodWatchMaxBackoff, Logger: cfg.Logger})
-		},
+		PodSource: podSource,
 		Parts: func(a *nodekit.Agent) ([]nodekit.ClusterPart, error) {
 			if cfgErr != nil {
 				return nil, cfgErr

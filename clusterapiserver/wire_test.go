@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,12 @@ func TestWireConfigErrors(t *testing.T) {
 		clusterapiserver.Config{NodeName: node}).Build()
 	if !errors.Is(err, clusterapiserver.ErrInvalidConfig) {
 		t.Fatalf("Build = %v, want ErrInvalidConfig", err)
+	}
+	_, err = clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
+		clusterapiserver.Config{Client: fake.NewClientset(), NodeName: node,
+			WrapPodSource: func(nodekit.PodSourceFunc) nodekit.PodSourceFunc { return nil }}).Build()
+	if !errors.Is(err, clusterapiserver.ErrInvalidConfig) || !strings.Contains(err.Error(), "WrapPodSource") {
+		t.Fatalf("Build with a nil wrapped source = %v, want ErrInvalidConfig naming WrapPodSource", err)
 	}
 }
 

@@ -23,10 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/nodestatus"
-	nsapiserver "github.com/nodekit/nodekit/nodestatus/apiserver"
+	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/podconfig"
-	pcapiserver "github.com/nodekit/nodekit/podconfig/apiserver"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/volumemgr"
@@ -157,7 +155,7 @@ func restConfig(o options) (*rest.Config, error) {
 // not answer within --replay-after.
 type persistedSource struct {
 	persist *checkpoint.Source
-	api     *pcapiserver.Source
+	api     nodekit.PodSource
 }
 
 func (s *persistedSource) Run(ctx context.Context) error {
@@ -174,9 +172,9 @@ type edge struct {
 	root    string
 }
 
-// build assembles the agent. Everything but the pod source is what
-// clusterapiserver.Wire adds (node status, lease, pod status sink); the pod
-// source is wrapped in podconfig/checkpoint, which Wire cannot do yet.
+// build assembles the agent: clusterapiserver.Wire with the API server pod
+// source wrapped in podconfig/checkpoint, and the volume manager and env
+// over configMaps and secrets persisted on disk.
 func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, error) {
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name is required")
@@ -199,19 +197,21 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 	}
 
 	// The pod source: API server -> persisted set -> PodConfig.
-	podSource := func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
-		persist, err := checkpoint.New(checkpoint.Config{
-			Dir: filepath.Join(root, checkpointsDir), Source: podconfig.SourceAPI, Out: out,
-			ReplayAfter: o.replayAfter, Logger: log,
-		})
-		if err != nil {
-			return nil, err
+	wrap := func(api nodekit.PodSourceFunc) nodekit.PodSourceFunc {
+		return func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			persist, err := checkpoint.New(checkpoint.Config{
+				Dir: filepath.Join(root, checkpointsDir), Source: podconfig.SourceAPI, Out: out,
+				ReplayAfter: o.replayAfter, Logger: log,
+			})
+			if err != nil {
+				return nil, err
+			}
+			src, err := api(persist.In())
+			if err != nil {
+				return nil, err
+			}
+			return &persistedSource{persist: persist, api: src}, nil
 		}
-		api, err := pcapiserver.New(pcapiserver.Config{Client: client, NodeName: o.nodeName, Out: persist.In(), Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		return &persistedSource{persist: persist, api: api}, nil
 	}
 
 	// ConfigMaps and secrets, with their copies on disk; volumes and env.
@@ -240,18 +240,15 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		WithRuntimeConfig(func(c *runtime.Config) { c.EnvSources = objs }).
 		WithPart("persisted objects", objs.Run)
 
-	// Pod status to the API server (the latest status of each pod is kept
-	// and sent when the API server answers again).
-	sink, err := nsapiserver.NewPodStatusSink(nsapiserver.PodStatusSinkConfig{Client: client, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	b.WithCluster(nodekit.Cluster{
-		PodSource:  podSource,
-		StatusSink: sink,
-		Parts: func(a *nodekit.Agent) ([]nodekit.ClusterPart, error) {
-			return nodeParts(a, client, o, log)
-		},
+	// The API server parts: the wrapped pod source, the pod status sink
+	// (the latest status of each pod is kept and sent when the API server
+	// answers again), node status, lease, mirror pods.
+	clusterapiserver.Wire(b, clusterapiserver.Config{
+		Client: client, NodeName: o.nodeName, AgentVersion: "nodekit-edge", Logger: log,
+		StatusUpdateFrequency: o.statusEvery,
+		// Back soon after an outage: pods bound meanwhile are seen within 5s.
+		PodWatchMaxBackoff: 5 * time.Second,
+		WrapPodSource:      wrap,
 	})
 
 	agent, err = b.Build()
@@ -260,46 +257,6 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 	}
 	e.agent = agent
 	return e, nil
-}
-
-// nodeParts builds node status and lease for a built agent (as
-// clusterapiserver.Wire does, without mirror pods: the edge agent has no
-// static pods).
-func nodeParts(a *nodekit.Agent, client kubernetes.Interface, o options, log *zap.Logger) ([]nodekit.ClusterPart, error) {
-	nodeSink, err := nsapiserver.NewSink(nsapiserver.SinkConfig{Client: client, NodeName: o.nodeName, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	checks := []func() error{nodestatus.RuntimeReadyCheck(a.Loop().RuntimeReady)}
-	if p := a.PLEG(); p != nil {
-		checks = append(checks, nodestatus.PLEGCheck(p.Healthy))
-	}
-	setters := nodestatus.SettersConfig{
-		Machine:      nodestatus.MachineInfoConfig{Machine: nodestatus.MachineReader{}.Read},
-		AgentVersion: "nodekit-edge",
-		ReadyChecks:  checks,
-	}
-	if v, ok := a.CRI().(nodestatus.RuntimeVersioner); ok {
-		setters.Runtime = v
-	}
-	if l, ok := a.CRI().(nodestatus.ImageLister); ok {
-		setters.Images = l
-	}
-	ctrl, err := nodestatus.New(nodestatus.Config{
-		NodeName:        o.nodeName,
-		Sink:            nodeSink,
-		Setters:         nodestatus.DefaultSetters(setters),
-		UpdateFrequency: o.statusEvery,
-		Logger:          log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: client, NodeName: o.nodeName, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	return []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}, {Name: "node lease", Run: lease.Run}}, nil
 }
 
 func run(ctx context.Context, o options, client kubernetes.Interface, out io.Writer) error {
