@@ -183,7 +183,17 @@ func (c *PodConfig) doneFiltered(pods []*v1.Pod) {
 // upsert merges incoming pod p (read only) with the stored entry old (nil if
 // the UID is new) and records the outcome in d. It returns the entry to
 // store.
+//
+// For the API-server source a pod whose UID and non-empty resourceVersion
+// equal the stored ones is unchanged and is not fingerprinted: the API
+// server gives every write to an object (status included) a new
+// resourceVersion. Other sources (files, HTTP, tests) have no trustworthy
+// resourceVersion and are always compared by fingerprint.
 func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *diff) *entry {
+	if old != nil && source == SourceAPI && p.ResourceVersion != "" &&
+		p.ResourceVersion == old.pod.ResourceVersion && p.UID == old.pod.UID {
+		return old
+	}
 	semantic, status := c.fp.sums(p)
 	if old == nil {
 		cp := p.DeepCopy()
@@ -197,6 +207,10 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *
 		return e
 	}
 	if semantic == old.semantic {
+		// Keep the stored resourceVersion current (it is outside both
+		// fingerprints) so the next resend of this object takes the
+		// shortcut above.
+		old.pod.ResourceVersion = p.ResourceVersion
 		if status != old.statusSum {
 			old.pod.Status = *p.Status.DeepCopy()
 			old.statusSum = status
