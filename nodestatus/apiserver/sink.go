@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -227,6 +228,17 @@ func (s *Sink) invalidate() {
 // leaving the spec alone. Addresses are sent as a whole list (their merge
 // key, the type, is not unique: two InternalIPs would merge wrongly).
 func StatusPatch(original, node *v1.Node) ([]byte, error) {
+	if original == nil || node == nil {
+		return nil, fmt.Errorf("%w: nil node", ErrWrongNode)
+	}
+	if patch, ok := heartbeatPatch(original, node); ok {
+		return patch, nil
+	}
+	return diffStatusPatch(original, node)
+}
+
+// diffStatusPatch computes StatusPatch by diffing the JSON of both nodes.
+func diffStatusPatch(original, node *v1.Node) ([]byte, error) {
 	oldData, err := json.Marshal(original)
 	if err != nil {
 		return nil, fmt.Errorf("encoding original node: %w", err)
@@ -259,4 +271,102 @@ func StatusPatch(original, node *v1.Node) ([]byte, error) {
 	}
 	status["addresses"] = list
 	return json.Marshal(m)
+}
+
+// heartbeatPatch builds the patch for the most common status update
+// directly: only the conditions' heartbeat times moved. It reports false
+// (and the caller diffs the two nodes) for anything else: different
+// condition types or order, duplicate types, any other condition field
+// changed, a heartbeat cleared, or any difference (reflect.DeepEqual, so
+// even an equivalent but differently represented value) in the metadata
+// or the rest of the status. The spec is ignored, as in the diff. The bytes
+// are those the diff yields: the list order under its
+// $setElementOrder directive, then the moved heartbeats keyed by type.
+func heartbeatPatch(original, node *v1.Node) ([]byte, bool) {
+	oc, nc := original.Status.Conditions, node.Status.Conditions
+	if len(oc) == 0 || len(oc) != len(nc) {
+		return nil, false
+	}
+	moved := 0
+	var beats [][]byte // the new heartbeat's JSON per condition, nil if unmoved
+	for i := range nc {
+		o, n := &oc[i], &nc[i]
+		if o.Type != n.Type || o.Status != n.Status || o.Reason != n.Reason || o.Message != n.Message ||
+			!reflect.DeepEqual(o.LastTransitionTime, n.LastTransitionTime) {
+			return nil, false
+		}
+		for j := range i {
+			if nc[j].Type == n.Type {
+				return nil, false
+			}
+		}
+		if n.LastHeartbeatTime.IsZero() {
+			return nil, false
+		}
+		ob, err1 := o.LastHeartbeatTime.MarshalJSON()
+		nb, err2 := n.LastHeartbeatTime.MarshalJSON()
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		if string(ob) == string(nb) {
+			continue // equal once encoded (second precision): not in the diff
+		}
+		if beats == nil {
+			beats = make([][]byte, len(nc))
+		}
+		beats[i] = nb
+		moved++
+	}
+	if moved == 0 {
+		return nil, false
+	}
+	if original.TypeMeta != node.TypeMeta || !reflect.DeepEqual(original.ObjectMeta, node.ObjectMeta) {
+		return nil, false
+	}
+	os, ns := original.Status, node.Status // shallow copies
+	os.Conditions, ns.Conditions = nil, nil
+	if !reflect.DeepEqual(os, ns) {
+		return nil, false
+	}
+	types := make([][]byte, len(nc))
+	size := 64
+	for i := range nc {
+		t, err := json.Marshal(string(nc[i].Type))
+		if err != nil {
+			return nil, false
+		}
+		types[i] = t
+		size += 2*len(t) + 20
+		if beats[i] != nil {
+			size += len(beats[i]) + 30
+		}
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"status":{"$setElementOrder/conditions":[`...)
+	for i, t := range types {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":`...)
+		b = append(b, t...)
+		b = append(b, '}')
+	}
+	b = append(b, `],"conditions":[`...)
+	first := true
+	for i, t := range types {
+		if beats[i] == nil {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, `{"lastHeartbeatTime":`...)
+		b = append(b, beats[i]...)
+		b = append(b, `,"type":`...)
+		b = append(b, t...)
+		b = append(b, '}')
+	}
+	b = append(b, "]}}"...)
+	return b, true
 }
