@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -455,6 +456,9 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 			notes = append(notes, "no relist period measured meets both exit targets (p99 <= 100ms and <= 2% of a core idle): a shorter period buys latency with CPU; runtime container events (containerd >= 1.7, standalone --evented-pleg) are the way to both")
 		}
 	}
+	if l := max(load1(res.LoadBefore), load1(res.LoadAfter)); l > float64(runtime.NumCPU()) {
+		notes = append(notes, fmt.Sprintf("the machine was loaded by other work (1-minute load average up to %.1f on %d CPUs): wall-clock times and their ratios are unreliable (a met/missed on a ratio may be noise); CPU seconds hold better", l, runtime.NumCPU()))
+	}
 	notes = append(notes,
 		fmt.Sprintf("manifests to running: median of %d runs; the runtime polled every %s (ListContainers, state RUNNING)", o.runs, o.poll),
 		"CPU: utime+stime of the process from /proc/<pid>/stat (10 ms ticks); nodekit's from t0 to all running, the floor child's from its start signal to all running",
@@ -500,6 +504,16 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// load1 is the 1-minute figure of a loadavg string; 0 if unknown.
+func load1(s string) float64 {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func ms(d time.Duration) string {

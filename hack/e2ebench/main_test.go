@@ -162,9 +162,13 @@ func TestRowsAndReport(t *testing.T) {
 			{Period: 50 * time.Millisecond, Pods: 110, IdleCPU: 3 * time.Second, IdleWall: time.Minute,
 				Latencies: []time.Duration{40 * time.Millisecond, 80 * time.Millisecond}},
 		},
-		Reference: kubeletReference,
+		Reference:  kubeletReference,
+		LoadBefore: "250.5 1 1",
 	}
 	res.Rows, res.Notes = rows(o, res)
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "load average up to 250.5") {
+		t.Errorf("no load warning: %v", res.Notes)
+	}
 	byCase := map[string]Row{}
 	for _, r := range res.Rows {
 		byCase[r.Case] = r
