@@ -36,9 +36,12 @@ type Manager struct {
 	alloc    *allocator // static only
 	fs       checkpoint.FS
 
-	mu         sync.Mutex
-	started    bool
-	st         state
+	mu      sync.Mutex
+	started bool
+	st      state
+	// unwritten: st holds a removal (RemovePod) the checkpoint does not
+	// have yet. The next write of any kind carries it.
+	unwritten  bool
 	activePods func() []*v1.Pod
 	// lastApplied is the cpuset last sent per CRI container id.
 	lastApplied map[string]string
@@ -255,13 +258,34 @@ func (m *Manager) allocateInto(s *state, pod *v1.Pod, c *v1.Container) (bool, er
 func podName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // commit persists next and makes it the state.
+// The write carries any removal RemovePod left unwritten.
 func (m *Manager) commit(next state) error {
 	if err := m.persist(next); err != nil {
 		return err
 	}
 	m.st = next
+	m.unwritten = false
 	m.updateGauge()
 	return nil
+}
+
+// flushLocked writes the state when it holds an unwritten removal.
+func (m *Manager) flushLocked() error {
+	if !m.unwritten {
+		return nil
+	}
+	return m.commit(m.st)
+}
+
+// Flush writes a removal RemovePod left in memory only (a no-op when
+// there is none). Run calls it every period and when it returns.
+func (m *Manager) Flush() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started {
+		return ErrNotStarted
+	}
+	return m.flushLocked()
 }
 
 // Allocate gives one container of a pod its exclusive CPUs if it is
@@ -356,8 +380,18 @@ func removeFrom(s *state, podUID, name string) {
 	s.defaultSet = s.defaultSet.Union(set.Difference(cpuset.New().Union(siblings...)))
 }
 
-// RemovePod returns every exclusive CPU of the pod to the shared pool
-// with one checkpoint write; call it when the pod has terminated.
+// RemovePod returns every exclusive CPU of the pod to the shared pool;
+// call it when the pod has terminated. It changes the state in memory
+// only: the checkpoint gets the removal with the next write (the next
+// allocation, removal of a container, stale-state purge, or Reconcile /
+// Flush, so within one ReconcilePeriod when Run runs). That is safe
+// because every write is the whole state: an allocation that hands the
+// freed CPUs to another container is written together with the removal,
+// so no checkpoint ever assigns a CPU twice. A removal lost in a crash
+// leaves the pod's assignment in the checkpoint, as if the pod had ended
+// while the agent was down: its CPUs stay out of the shared pool until
+// the first Reconcile after the sources are ready purges it (the pod is
+// no longer active).
 func (m *Manager) RemovePod(podUID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -371,7 +405,10 @@ func (m *Manager) RemovePod(podUID string) error {
 	for name := range next.entries[podUID] {
 		removeFrom(&next, podUID, name)
 	}
-	return m.commit(next)
+	m.st = next
+	m.unwritten = true
+	m.updateGauge()
+	return nil
 }
 
 // GetCPUSet returns the container's exclusive CPUs and true, or the
@@ -446,6 +483,9 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		if err := m.purgeStaleLocked(active); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := m.flushLocked(); err != nil {
+		errs = append(errs, err)
 	}
 	m.mu.Unlock()
 	if m.cfg.Runtime == nil {
@@ -543,6 +583,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if err := m.Flush(); err != nil {
+				m.cfg.Logger.Warn("cpu manager: writing the last removal", zap.Error(err))
+			}
 			return nil
 		case <-t.C():
 		}

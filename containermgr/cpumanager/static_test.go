@@ -255,6 +255,10 @@ func TestRemovePodAndContainer(t *testing.T) {
 	if err := m.RemovePod("p"); err != nil {
 		t.Errorf("second RemovePod: %v", err)
 	}
+	// RemovePod leaves the write to the next change or Flush.
+	if err := m.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	again := started(t, newStatic(t, mustTopo(t, 1, 4, 2, 1), 1, dir))
 	if again.DefaultCPUSet().String() != "0-7" || len(again.st.entries) != 0 {
 		t.Errorf("checkpoint after removal: %s, %d pods", again.DefaultCPUSet(), len(again.st.entries))

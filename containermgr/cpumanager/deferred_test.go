@@ -1,0 +1,141 @@
+package cpumanager
+
+import (
+	"errors"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// restartFrom is a new manager over the same checkpoint directory, as
+// after a crash: nothing of the old manager's memory survives.
+func restartFrom(t *testing.T, dir string, active func() []*v1.Pod, ready *bool) *Manager {
+	t.Helper()
+	m, err := New(Config{Policy: PolicyStatic, Topology: mustTopo(t, 1, 4, 2, 1), NumReservedCPUs: 1, StateDir: dir,
+		SourcesReady: func() bool { return *ready }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context(), active); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRemovePodLostInCrash: a removal that never reached the checkpoint
+// leaves a stale assignment that holds no CPU twice and is purged by the
+// first Reconcile once the sources are ready, freeing the CPUs.
+func TestRemovePodLostInCrash(t *testing.T) {
+	dir := t.TempDir()
+	gone, kept := pod("gone", true, "2"), pod("kept", true, "1")
+	m := started(t, newStatic(t, mustTopo(t, 1, 4, 2, 1), 1, dir))
+	for _, p := range []*v1.Pod{gone, kept} {
+		if err := m.AllocatePod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goneCPUs, _ := m.GetCPUSet("gone", "c0")
+	if err := m.RemovePod("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.DefaultCPUSet(); !goneCPUs.IsSubsetOf(got) {
+		t.Fatalf("pool %s after RemovePod lacks %s", got, goneCPUs)
+	}
+	// Crash: no write after RemovePod.
+	ready := false
+	again := restartFrom(t, dir, func() []*v1.Pod { return []*v1.Pod{kept} }, &ready)
+	if set, ok := again.GetCPUSet("gone", "c0"); !ok || !set.Equals(goneCPUs) {
+		t.Fatalf("after the crash the lost removal should still be in the checkpoint: %s %v", set, ok)
+	}
+	if !again.DefaultCPUSet().Intersection(goneCPUs).IsEmpty() {
+		t.Errorf("stale cpus %s are in the pool %s", goneCPUs, again.DefaultCPUSet())
+	}
+	// Sources not ready: nothing is purged yet.
+	if err := again.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.GetCPUSet("gone", "c0"); !ok {
+		t.Fatal("purged before the sources were ready")
+	}
+	ready = true
+	if err := again.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.GetCPUSet("gone", "c0"); ok {
+		t.Fatal("stale assignment of the removed pod survived the purge")
+	}
+	if got := again.DefaultCPUSet(); !goneCPUs.IsSubsetOf(got) {
+		t.Errorf("pool %s after the purge lacks %s", got, goneCPUs)
+	}
+	keptCPUs, ok := again.GetCPUSet("kept", "c0")
+	if !ok || keptCPUs.Size() != 1 {
+		t.Errorf("active pod lost its cpus: %s %v", keptCPUs, ok)
+	}
+	// The purge was written.
+	third := restartFrom(t, dir, nil, &ready)
+	if _, ok := third.GetCPUSet("gone", "c0"); ok {
+		t.Error("the purge was not written")
+	}
+}
+
+// TestRemovePodWrittenWithNextAllocation: the allocation that reuses the
+// freed CPUs writes the removal with it, so a crash right after never
+// finds a CPU assigned twice.
+func TestRemovePodWrittenWithNextAllocation(t *testing.T) {
+	dir := t.TempDir()
+	m := started(t, newStatic(t, mustTopo(t, 1, 4, 2, 1), 1, dir))
+	if err := m.AllocatePod(pod("a", true, "4")); err != nil {
+		t.Fatal(err)
+	}
+	aCPUs, _ := m.GetCPUSet("a", "c0")
+	if err := m.RemovePod("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AllocatePod(pod("b", true, "6")); err != nil { // needs a's cpus
+		t.Fatal(err)
+	}
+	bCPUs, _ := m.GetCPUSet("b", "c0")
+	if bCPUs.Intersection(aCPUs).IsEmpty() {
+		t.Fatalf("b %s did not reuse a's cpus %s", bCPUs, aCPUs)
+	}
+	ready := true
+	again := restartFrom(t, dir, nil, &ready)
+	if _, ok := again.GetCPUSet("a", "c0"); ok {
+		t.Error("the removal was not written with the next allocation")
+	}
+	if set, ok := again.GetCPUSet("b", "c0"); !ok || !set.Equals(bCPUs) {
+		t.Errorf("b after restart: %s %v, want %s", set, ok, bCPUs)
+	}
+}
+
+// TestRemovePodFlushedByReconcile: Reconcile (even before the sources
+// are ready) and Flush write a pending removal; without one they write
+// nothing.
+func TestRemovePodFlushedByReconcile(t *testing.T) {
+	dir := t.TempDir()
+	ready := false
+	m := restartFrom(t, dir, func() []*v1.Pod { return nil }, &ready)
+	if err := m.AllocatePod(pod("a", true, "2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemovePod("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	again := restartFrom(t, dir, nil, &ready)
+	if _, ok := again.GetCPUSet("a", "c0"); ok {
+		t.Error("Reconcile did not write the pending removal")
+	}
+	if again.DefaultCPUSet().String() != "0-7" {
+		t.Errorf("pool after restart %s", again.DefaultCPUSet())
+	}
+	if err := again.Flush(); err != nil {
+		t.Errorf("Flush with nothing pending: %v", err)
+	}
+	unstarted := newStatic(t, mustTopo(t, 1, 4, 2, 1), 1, t.TempDir())
+	if err := unstarted.Flush(); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Flush before Start: %v", err)
+	}
+}
