@@ -162,8 +162,9 @@ func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
 
 	present := make(map[string]bool, len(names))
 	for _, name := range names {
-		present[name] = true
-		s.readFileLocked(name)
+		// A file removed between the listing and the read is gone, not
+		// broken: its pods go with it.
+		present[name] = !s.readFileLocked(name)
 	}
 	for name := range s.files {
 		if !present[name] {
@@ -172,6 +173,9 @@ func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
 		}
 	}
 	if single {
+		if !present[s.cfg.Path] {
+			return []*v1.Pod{}, !s.sent || s.dirty, nil
+		}
 		if st := s.files[s.cfg.Path]; st == nil || !st.good {
 			return nil, false, nil
 		}
@@ -193,22 +197,26 @@ func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
 	return pods, true, nil
 }
 
-// readFileLocked reads one manifest and updates its state.
-func (s *FileSource) readFileLocked(name string) {
+// readFileLocked reads one manifest and updates its state. It reports
+// whether the file turned out to be gone (removed since it was listed).
+func (s *FileSource) readFileLocked(name string) (gone bool) {
+	data, err := readLimited(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
 	st := s.files[name]
 	if st == nil {
 		st = &fileState{}
 		s.files[name] = st
 		s.dirty = true // a new file, even a broken one, changes the set of files
 	}
-	data, err := readLimited(name)
 	if err != nil {
 		s.reportLocked(name, st, err)
-		return
+		return false
 	}
 	sum := sha256.Sum256(data)
 	if st.sum == sum && (st.good || st.errMsg != "") {
-		return // same bytes: same outcome as last time
+		return false // same bytes: same outcome as last time
 	}
 	st.sum = sum
 	pods, err := DecodeStaticPods(data, StaticPodOptions{
@@ -216,10 +224,11 @@ func (s *FileSource) readFileLocked(name string) {
 	})
 	if err != nil {
 		s.reportLocked(name, st, err)
-		return
+		return false
 	}
 	st.pods, st.good, st.errMsg = pods, true, ""
 	s.dirty = true
+	return false
 }
 
 func (s *FileSource) reportLocked(name string, st *fileState, err error) {

@@ -267,3 +267,39 @@ func TestPollingWhenWatchFails(t *testing.T) {
 	waitFor(t, h.out, "zz-node")
 	stopSource(t, h, done)
 }
+
+// TestFileRemovedBetweenListAndRead: a manifest that is listed but gone
+// when it is read (removed in a burst) counts as removed, not as broken, so
+// its last good version is not kept.
+func TestFileRemovedBetweenListAndRead(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	write(t, a, manifest("a"))
+	write(t, b, manifest("b"))
+	h := newFileHarness(t, dir)
+	h.sync(t)
+	if us := h.pending(); len(us) != 1 || names(us[0]) != "a-node,b-node" {
+		t.Fatalf("first sync: %+v", us)
+	}
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	// What scanLocked does for a name it listed before the removal.
+	h.src.mu.Lock()
+	gone := h.src.readFileLocked(b)
+	_, kept := h.src.files[b]
+	h.src.mu.Unlock()
+	if !gone {
+		t.Error("a removed manifest was not reported gone")
+	}
+	if !kept {
+		t.Fatal("test setup: b's state should still be there before the scan drops it")
+	}
+	if len(h.errs) != 0 {
+		t.Errorf("a removed manifest was reported as an error: %q", h.errs)
+	}
+	h.sync(t)
+	if us := h.pending(); len(us) != 1 || names(us[0]) != "a-node" {
+		t.Fatalf("after the removal: %+v", us)
+	}
+}
