@@ -1,8 +1,13 @@
 package cpumanager
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -138,4 +143,59 @@ func TestRemovePodFlushedByReconcile(t *testing.T) {
 	if err := unstarted.Flush(); !errors.Is(err, ErrNotStarted) {
 		t.Errorf("Flush before Start: %v", err)
 	}
+}
+
+// TestRunWritesPendingRemoval: a removal made while Run runs is written
+// at the next period, and one made just before Run returns is written as
+// it returns.
+func TestRunWritesPendingRemoval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		fc := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+		m, err := New(Config{Policy: PolicyStatic, Topology: mustTopo(t, 1, 4, 2, 1), NumReservedCPUs: 1,
+			StateDir: dir, Clock: fc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, uid := range []string{"a", "b"} {
+			if err := m.AllocatePod(pod(uid, true, "2")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- m.Run(ctx) }()
+		synctest.Wait()
+		written := func(uid string) bool {
+			t.Helper()
+			ready := true
+			again := restartFrom(t, dir, nil, &ready)
+			_, ok := again.GetCPUSet(uid, "c0")
+			return !ok
+		}
+		if err := m.RemovePod("a"); err != nil {
+			t.Fatal(err)
+		}
+		if written("a") {
+			t.Fatal("RemovePod wrote the checkpoint")
+		}
+		fc.Step(DefaultReconcilePeriod)
+		synctest.Wait()
+		if !written("a") {
+			t.Error("the removal was not written at the next period")
+		}
+		if err := m.RemovePod("b"); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		if !written("b") {
+			t.Error("the removal was not written when Run returned")
+		}
+	})
 }

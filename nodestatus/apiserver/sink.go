@@ -328,14 +328,14 @@ func heartbeatPatch(original, node *v1.Node) ([]byte, bool) {
 	if !reflect.DeepEqual(os, ns) {
 		return nil, false
 	}
-	types := make([][]byte, len(nc))
+	keys := make([][]byte, len(nc))
 	size := 64
 	for i := range nc {
 		t, err := json.Marshal(string(nc[i].Type))
 		if err != nil {
 			return nil, false
 		}
-		types[i] = t
+		keys[i] = t
 		size += 2*len(t) + 20
 		if beats[i] != nil {
 			size += len(beats[i]) + 30
@@ -343,7 +343,7 @@ func heartbeatPatch(original, node *v1.Node) ([]byte, bool) {
 	}
 	b := make([]byte, 0, size)
 	b = append(b, `{"status":{"$setElementOrder/conditions":[`...)
-	for i, t := range types {
+	for i, t := range keys {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -353,7 +353,7 @@ func heartbeatPatch(original, node *v1.Node) ([]byte, bool) {
 	}
 	b = append(b, `],"conditions":[`...)
 	first := true
-	for i, t := range types {
+	for i, t := range keys {
 		if beats[i] == nil {
 			continue
 		}
