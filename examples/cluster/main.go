@@ -23,20 +23,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/clusterapiserver"
 )
 
@@ -89,62 +86,10 @@ func mainErr(ctx context.Context, o options) error {
 	return run(ctx, o, client, os.Stdout)
 }
 
-// kubeconfig is the part of a kubeconfig this example reads (one cluster,
-// one token user), without clientcmd.
-type kubeconfig struct {
-	Clusters []struct {
-		Cluster struct {
-			Server                   string `json:"server"`
-			CertificateAuthority     string `json:"certificate-authority"`
-			CertificateAuthorityData []byte `json:"certificate-authority-data"`
-		} `json:"cluster"`
-	} `json:"clusters"`
-	Users []struct {
-		User struct {
-			Token string `json:"token"`
-		} `json:"user"`
-	} `json:"users"`
-}
-
 // restConfig builds the client configuration from --kubeconfig or from
-// --server, --token and --ca.
+// --server, --token and --ca (exutil.RestConfig).
 func restConfig(o options) (*rest.Config, error) {
-	if o.kubeconfig != "" {
-		if o.server != "" || o.token != "" {
-			return nil, errors.New("give either --kubeconfig or --server/--token/--ca")
-		}
-		data, err := os.ReadFile(o.kubeconfig)
-		if err != nil {
-			return nil, err
-		}
-		var kc kubeconfig
-		if err := yaml.Unmarshal(data, &kc); err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
-		}
-		if len(kc.Clusters) != 1 || len(kc.Users) != 1 || kc.Clusters[0].Cluster.Server == "" || kc.Users[0].User.Token == "" {
-			return nil, fmt.Errorf("kubeconfig %s: want one cluster with a server and one user with a token", o.kubeconfig)
-		}
-		c := kc.Clusters[0].Cluster
-		ca := c.CertificateAuthority
-		if ca != "" && !filepath.IsAbs(ca) {
-			ca = filepath.Join(filepath.Dir(o.kubeconfig), ca)
-		}
-		return &rest.Config{
-			Host:            c.Server,
-			BearerToken:     kc.Users[0].User.Token,
-			TLSClientConfig: rest.TLSClientConfig{CAFile: ca, CAData: c.CertificateAuthorityData},
-			Timeout:         30 * time.Second,
-		}, nil
-	}
-	if o.server == "" || o.token == "" {
-		return nil, errors.New("--kubeconfig, or --server and --token (and --ca), are required")
-	}
-	return &rest.Config{
-		Host:            o.server,
-		BearerToken:     o.token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: o.ca},
-		Timeout:         30 * time.Second,
-	}, nil
+	return exutil.RestConfig(o.kubeconfig, o.server, o.token, o.ca)
 }
 
 func run(ctx context.Context, o options, client kubernetes.Interface, out io.Writer) error {
@@ -196,78 +141,9 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	shown := make(chan struct{})
 	go func() {
 		defer close(shown)
-		show(ctx, agent, out)
+		exutil.Show(ctx, agent, out)
 	}()
 	err = agent.Run(ctx)
 	<-shown
 	return err
-}
-
-// row is one line of the pod table.
-type row struct{ pod, source, phase, ready string }
-
-func rows(agent *nodekit.Agent) []row {
-	var out []row
-	for _, pod := range agent.Pods() {
-		st, ok := agent.StatusManager().GetPodStatus(pod.UID)
-		if !ok {
-			st.Phase = v1.PodPending
-		}
-		ready := 0
-		for _, cs := range st.ContainerStatuses {
-			if cs.Ready {
-				ready++
-			}
-		}
-		out = append(out, row{
-			pod:    pod.Namespace + "/" + pod.Name,
-			source: pod.Annotations["kubernetes.io/config.source"],
-			phase:  string(st.Phase),
-			ready:  fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)),
-		})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].pod < out[j].pod })
-	return out
-}
-
-func table(w io.Writer, rs []row) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD\tSOURCE\tPHASE\tREADY")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.pod, r.source, r.phase, r.ready)
-	}
-	if len(rs) == 0 {
-		fmt.Fprintln(tw, "(no pods)")
-	}
-	tw.Flush()
-}
-
-// show prints the table whenever it changes (checked every second) until
-// ctx ends or the agent stops.
-func show(ctx context.Context, agent *nodekit.Agent, out io.Writer) {
-	select {
-	case <-agent.Ready():
-	case <-ctx.Done():
-		return
-	case <-agent.Done():
-		return
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	last := ""
-	for {
-		var sb strings.Builder
-		table(&sb, rows(agent))
-		if sb.String() != last {
-			fmt.Fprintf(out, "%s\n%s\n", time.Now().Format("15:04:05"), sb.String())
-			last = sb.String()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-agent.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
