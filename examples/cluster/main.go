@@ -33,8 +33,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/examples/internal/exutil"
 )
 
 type options struct {

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
 	"github.com/nodekit/nodekit/runtime"
