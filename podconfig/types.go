@@ -46,7 +46,11 @@ const (
 	SourceFile = "file"
 	SourceHTTP = "http"
 	SourcePush = "push"
-	SourceAPI  = "api"
+	// SourceAPI is the API server's pods. Pods sent under this name must
+	// carry the API server's resourceVersions: a pod whose UID and
+	// non-empty resourceVersion equal the stored ones is taken as
+	// unchanged without comparing its content.
+	SourceAPI = "api"
 	// SourceAll is the Source of updates that span every source (SET in snapshot modes).
 	SourceAll = "*"
 )
