@@ -27,13 +27,12 @@ import (
 	"syscall"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 )
 
@@ -96,13 +95,7 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	if o.nodeName == "" {
 		return errors.New("--node-name is required")
 	}
-	level := zapcore.WarnLevel
-	if o.verbose {
-		level = zapcore.InfoLevel
-	}
-	enc := zap.NewDevelopmentEncoderConfig()
-	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level))
+	log := exlog.New(o.verbose)
 	defer log.Sync() //nolint:errcheck // best effort on exit
 
 	if o.root == "" {

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
@@ -213,13 +213,7 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 }
 
 func run(ctx context.Context, o options, client kubernetes.Interface, out io.Writer) error {
-	level := zapcore.WarnLevel
-	if o.verbose {
-		level = zapcore.InfoLevel
-	}
-	enc := zap.NewDevelopmentEncoderConfig()
-	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level))
+	log := exlog.New(o.verbose)
 	defer log.Sync() //nolint:errcheck // best effort on exit
 
 	e, err := build(o, client, log)

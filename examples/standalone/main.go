@@ -30,11 +30,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/pleg"
 )
 
@@ -112,13 +111,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	level := zapcore.WarnLevel
-	if o.verbose {
-		level = zapcore.InfoLevel
-	}
-	enc := zap.NewDevelopmentEncoderConfig()
-	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level))
+	log := exlog.New(o.verbose)
 	defer log.Sync() //nolint:errcheck // best effort on exit
 
 	if o.root == "" {
