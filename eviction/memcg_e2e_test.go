@@ -138,7 +138,7 @@ func newKernelMemcg(tb testing.TB) *kernelMemcg {
 				tb.Errorf("removing %s: %v", k.dir, err)
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			<-time.After(20 * time.Millisecond) // poll until the deadline
 		}
 	})
 
@@ -390,7 +390,7 @@ func crossingsToVictim(tb testing.TB, iterations int) (lat, fromCmd []time.Durat
 		}
 	}()
 	// The first cycle arms the notifier.
-	for deadline := time.Now().Add(memcgDeadline); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(memcgDeadline); ; <-time.After(5 * time.Millisecond) {
 		if _, ok := n.Armed(); ok {
 			break
 		}
