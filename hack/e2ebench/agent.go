@@ -94,8 +94,10 @@ func buildStandalone(ctx context.Context, work string) (string, int64, error) {
 	return bin, fi.Size(), nil
 }
 
-// agentProc is a running examples/standalone.
+// agentProc is a running examples/standalone (or kubelet).
 type agentProc struct {
+	name       string // for messages: "standalone", "kubelet"
+	anyExit    bool   // stop: any exit after SIGTERM is clean (the kubelet's status is not 0)
 	cmd        *exec.Cmd
 	exited     chan error
 	logPath    string
@@ -109,6 +111,7 @@ type agentProc struct {
 // the agent's first sync).
 func startAgent(ctx context.Context, o options, bin, work string, extra ...string) (*agentProc, error) {
 	a := &agentProc{
+		name:       "standalone",
 		logPath:    filepath.Join(work, "standalone.log"),
 		manifests:  filepath.Join(work, "manifests"),
 		statusLog:  filepath.Join(work, "status.log"),
@@ -151,7 +154,7 @@ func startAgent(ctx context.Context, o options, bin, work string, extra ...strin
 			return nil, ctx.Err()
 		case err := <-a.exited:
 			a.exited <- err
-			return nil, a.fail(fmt.Errorf("standalone exited while starting: %v", err))
+			return nil, a.fail(fmt.Errorf("%s exited while starting: %v", a.name, err))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -168,7 +171,7 @@ func (a *agentProc) alive() error {
 	select {
 	case err := <-a.exited:
 		a.exited <- err
-		return a.fail(fmt.Errorf("standalone exited: %v", err))
+		return a.fail(fmt.Errorf("%s exited: %v", a.name, err))
 	default:
 		return nil
 	}
@@ -183,13 +186,13 @@ func (a *agentProc) stop() error {
 	select {
 	case err := <-a.exited:
 		a.exited <- err
-		if err != nil {
-			return a.fail(fmt.Errorf("standalone did not exit cleanly on SIGTERM: %v", err))
+		if err != nil && !a.anyExit {
+			return a.fail(fmt.Errorf("%s did not exit cleanly on SIGTERM: %v", a.name, err))
 		}
 		return nil
 	case <-time.After(20 * time.Second):
 		a.kill()
-		return a.fail(errors.New("standalone did not exit within 20s of SIGTERM"))
+		return a.fail(fmt.Errorf("%s did not exit within 20s of SIGTERM", a.name))
 	}
 }
 
@@ -204,7 +207,7 @@ func (a *agentProc) kill() {
 }
 
 func (a *agentProc) fail(err error) error {
-	return fmt.Errorf("%w\n--- standalone log (tail) ---\n%s", err, tail(a.logPath, 20))
+	return fmt.Errorf("%w\n--- %s log (tail) ---\n%s", err, a.name, tail(a.logPath, 20))
 }
 
 // removeManifests deletes every manifest (the agent stops the pods).

@@ -17,14 +17,27 @@
 //     -relist-periods, since containerd 1.6 has no container events and the
 //     agent relists.
 //
-// It prints a table (case, nodekit, floor, ratio, target, result), or JSON
-// with -json. The kubelet is not run here: the issue's kubelet numbers are
-// printed as the reference. Run it as root from the repository root against
-// a private containerd:
+// With -kubelet PATH (a kubelet binary: hack/kubelet.sh build; path), the
+// real kubelet runs the same manifests-to-running workload, measured the
+// same way: standalone (no API server), its static pod directory the one
+// the manifests are renamed into, its root, cert, log and volume plugin
+// directories in the run's work directory, the same private containerd,
+// cgroupfs driver with a cgroup root of its own (made and removed by each
+// run), cgroup v1 allowed, no HTTP server. It waits for the kubelet's main
+// sync loop (and QoS cgroups) and -kubelet-settle more before t0. The
+// three (nodekit, floor, kubelet) take turns going first. See kubelet.go
+// for what the kubelet changes on the host and how each run undoes it.
+//
+// It prints a table (case, nodekit, floor, kubelet when run, ratio, target,
+// result), or JSON with -json. Without -kubelet the issue's kubelet numbers
+// are printed as the reference. Run it as root from the repository root
+// against a private containerd:
 //
 //	export NODEKIT_CONTAINERD_DIR=/tmp/nk-bench; bash hack/containerd.sh start
 //	set -a; . $NODEKIT_CONTAINERD_DIR/env; set +a
 //	go run ./hack/e2ebench
+//	bash hack/kubelet.sh build   # once; 10-20 minutes
+//	go run ./hack/e2ebench -cases running -runs 5 -kubelet "$(bash hack/kubelet.sh path)"
 //
 // Everything in the runtime's namespace "e2ebench" is removed before and
 // between the measurements. Linux only.
@@ -68,6 +81,10 @@ type options struct {
 	binary        string
 	agentFlags    []string
 	keep          bool
+	kubelet       string
+	kubeletFlags  []string
+	kubeletSettle time.Duration
+	kubeletQoS    bool
 }
 
 func main() {
@@ -93,6 +110,10 @@ func main() {
 	flag.StringVar(&o.binary, "binary", "", "use this standalone binary instead of building one")
 	agentFlags := flag.String("agent-flags", "", "extra flags for every standalone run, space-separated (e.g. --cpu-profile=/tmp/cpu.pprof with a -binary built with -tags pprof)")
 	fromJSON := flag.String("from-json", "", "print the table of an earlier -json-file run and exit (give its -runs and -poll for the notes)")
+	flag.StringVar(&o.kubelet, "kubelet", "", "also run the running case under this kubelet binary (hack/kubelet.sh build; hack/kubelet.sh path)")
+	kubeletFlags := flag.String("kubelet-flags", "", "extra flags for every kubelet run, space-separated (e.g. -v=4)")
+	flag.DurationVar(&o.kubeletSettle, "kubelet-settle", 3*time.Second, "pause after the kubelet's sync loop started, before t0")
+	flag.BoolVar(&o.kubeletQoS, "kubelet-qos-cgroups", true, "the kubelet's cgroupsPerQOS (pod cgroups under kubepods/<qos>/pod<uid>, as by default)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binary, manifests, logs, status logs)")
 	flag.BoolVar(&child, "floor-child", false, "internal: run as the floor's child process")
 	flag.IntVar(&fo.pods, "floor-pods", 0, "internal: pods the floor child starts")
@@ -126,6 +147,7 @@ func main() {
 		return
 	}
 	o.agentFlags = strings.Fields(*agentFlags)
+	o.kubeletFlags = strings.Fields(*kubeletFlags)
 	var err error
 	if o.counts, err = parseCounts(counts); err == nil {
 		o.relistPeriods, err = parseDurations(periods)
@@ -164,6 +186,12 @@ func (o options) validate() error {
 	}
 	if o.image == "" || o.pauseImage == "" {
 		errs = append(errs, errors.New("-image and -pause-image (or NODEKIT_BUSYBOX_IMAGE, NODEKIT_PAUSE_IMAGE) are required"))
+	}
+	if o.kubelet != "" && !o.want("running") {
+		errs = append(errs, errors.New("-kubelet measures the running case: -cases must include running"))
+	}
+	if o.kubeletSettle < 0 {
+		errs = append(errs, errors.New("-kubelet-settle must not be negative"))
 	}
 	if o.runs <= 0 || o.exitPods <= 0 || o.poll <= 0 || o.timeout <= 0 || o.idleWindow <= 0 || o.exitGap < 0 || o.settle < 0 {
 		errs = append(errs, errors.New("-runs, -exit-pods, -poll, -timeout and -idle-window must be positive, -exit-gap and -settle not negative"))
@@ -212,6 +240,13 @@ type runningCase struct {
 	FloorHWM     []int64         `json:"floor_vmhwm_bytes"`
 	NodekitStop  []time.Duration `json:"nodekit_manifests_removed_to_stopped_ns"`
 	NodekitTotal []time.Duration `json:"nodekit_cpu_whole_run_ns"`
+	// The kubelet's, when run (-kubelet): the same measurements.
+	Kubelet         []time.Duration `json:"kubelet_ns,omitempty"`
+	KubeletCPU      []time.Duration `json:"kubelet_cpu_ns,omitempty"`
+	KubeletChildCPU []time.Duration `json:"kubelet_children_cpu_ns,omitempty"`
+	KubeletHWM      []int64         `json:"kubelet_vmhwm_bytes,omitempty"`
+	KubeletStop     []time.Duration `json:"kubelet_manifests_removed_to_stopped_ns,omitempty"`
+	KubeletTotal    []time.Duration `json:"kubelet_cpu_whole_run_ns,omitempty"`
 }
 
 // Row is one line of the table.
@@ -219,13 +254,14 @@ type Row struct {
 	Case    string `json:"case"`
 	Nodekit string `json:"nodekit"`
 	Floor   string `json:"floor"`
+	Kubelet string `json:"kubelet,omitempty"`
 	Ratio   string `json:"ratio"`
 	Target  string `json:"target"`
 	Result  string `json:"result"`
 }
 
 var kubeletReference = []string{
-	"kubelet v1.36.3 (issue 10, not run here): manifests to running 1.3x to 1.7x the CRI floor",
+	"kubelet v1.36.3 (issue 10's figures): manifests to running 1.3x to 1.7x the CRI floor",
 	"kubelet: a container's exit reaches its pod status on the next relist, every 1 s (p99 about 1 s)",
 	"kubelet: 84.6 MB stripped binary, 93 MB RSS with 30 pods",
 }
@@ -233,6 +269,11 @@ var kubeletReference = []string{
 func run(ctx context.Context, o options, logw io.Writer) (*Result, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(logw, format+"\n", args...) }
 	res := &Result{Date: time.Now().UTC(), Machine: machine(), Reference: kubeletReference, LoadBefore: loadavg()}
+	if o.kubelet != "" {
+		if _, err := os.Stat(o.kubelet); err != nil {
+			return nil, fmt.Errorf("-kubelet: %w", err)
+		}
+	}
 
 	c, err := dialCRI(ctx, o.endpoint)
 	if err != nil {
@@ -274,18 +315,22 @@ func run(ctx context.Context, o options, logw io.Writer) (*Result, error) {
 		for _, n := range o.counts {
 			rc := runningCase{Pods: n}
 			for i := range o.runs {
-				// Alternate which goes first, so a drift of the machine
-				// does not favour one.
-				order := []string{"nodekit", "floor"}
-				if i%2 == 1 {
-					order = []string{"floor", "nodekit"}
-				}
-				for _, who := range order {
+				for _, who := range runOrder(i, o.kubelet != "") {
 					dir, err := workDir(work, fmt.Sprintf("%s-%d-%d", who, n, i))
 					if err != nil {
 						return nil, err
 					}
-					if who == "floor" {
+					if who == "kubelet" {
+						m, err := runKubelet(ctx, o, c, o.kubelet, n, dir)
+						if err != nil {
+							return nil, fmt.Errorf("kubelet, %d pods: %w", n, err)
+						}
+						rc.Kubelet, rc.KubeletCPU, rc.KubeletHWM = append(rc.Kubelet, m.toRunning), append(rc.KubeletCPU, m.cpu), append(rc.KubeletHWM, m.hwm)
+						rc.KubeletStop, rc.KubeletTotal = append(rc.KubeletStop, m.toStopped), append(rc.KubeletTotal, m.cpuTotal)
+						rc.KubeletChildCPU = append(rc.KubeletChildCPU, m.childCPU)
+						logf("kubelet %3d pods, run %d: running after %s, CPU %s (children %s; whole run %s), VmHWM %s; stopped %s after the manifests went",
+							n, i+1, ms(m.toRunning), ms(m.cpu), ms(m.childCPU), ms(m.cpuTotal), mb(m.hwm), ms(m.toStopped))
+					} else if who == "floor" {
 						m, err := runFloor(ctx, o, c, n, dir)
 						if err != nil {
 							return nil, fmt.Errorf("floor, %d pods: %w", n, err)
@@ -335,24 +380,50 @@ func run(ctx context.Context, o options, logw io.Writer) (*Result, error) {
 	return res, nil
 }
 
-// nodekitRun is one manifests-to-running measurement of the agent.
-type nodekitRun struct {
-	toRunning, cpu, cpuTotal, toStopped time.Duration
-	hwm                                 int64
+// runOrder is who measures in which order in run i: each of them goes
+// first in turn, so a drift of the machine favours none.
+func runOrder(i int, kubelet bool) []string {
+	who := []string{"nodekit", "floor"}
+	if kubelet {
+		who = append(who, "kubelet")
+	}
+	k := i % len(who)
+	return append(who[k:], who[:k]...)
 }
 
-func runNodekit(ctx context.Context, o options, c *cri, bin string, n int, work string) (nodekitRun, error) {
-	var m nodekitRun
+// agentRun is one manifests-to-running measurement of an agent (nodekit's
+// standalone or the kubelet).
+type agentRun struct {
+	toRunning, cpu, cpuTotal, toStopped time.Duration
+	// childCPU: CPU of the agent's children that exited and were waited
+	// for over the same span (cutime+cstime; the kubelet may run helpers).
+	childCPU time.Duration
+	hwm      int64
+}
+
+func runNodekit(ctx context.Context, o options, c *cri, bin string, n int, work string) (agentRun, error) {
 	a, err := startAgent(ctx, o, bin, work)
 	if err != nil {
-		return m, err
+		return agentRun{}, err
 	}
 	defer a.kill()
-	publish, _, err := stageManifests(a.manifests, fmt.Sprintf("nk%d", n), o.image, "Always", n)
+	m, err := measureAgent(ctx, o, c, a, fmt.Sprintf("nk%d", n), n)
 	if err != nil {
 		return m, err
 	}
-	cpu0, err := procCPU(a.pid())
+	return m, a.stop()
+}
+
+// measureAgent writes n manifests into a running agent's directory at t0
+// and measures until the runtime runs all n containers (CPU and VmHWM of
+// the agent's process then), removes them and measures until all stopped.
+func measureAgent(ctx context.Context, o options, c *cri, a *agentProc, prefix string, n int) (agentRun, error) {
+	var m agentRun
+	publish, _, err := stageManifests(a.manifests, prefix, o.image, "Always", n)
+	if err != nil {
+		return m, err
+	}
+	cpu0, child0, err := procCPUs(a.pid())
 	if err != nil {
 		return m, err
 	}
@@ -365,11 +436,11 @@ func runNodekit(ctx context.Context, o options, c *cri, bin string, n int, work 
 		return m, a.fail(err)
 	}
 	m.toRunning = tRun.Sub(t0)
-	cpu1, err := procCPU(a.pid())
+	cpu1, child1, err := procCPUs(a.pid())
 	if err != nil {
 		return m, a.fail(err)
 	}
-	m.cpu = cpu1 - cpu0
+	m.cpu, m.childCPU = cpu1-cpu0, child1-child0
 	if m.hwm, err = procHWM(a.pid()); err != nil {
 		return m, err
 	}
@@ -385,7 +456,7 @@ func runNodekit(ctx context.Context, o options, c *cri, bin string, n int, work 
 	if m.cpuTotal, err = procCPU(a.pid()); err != nil {
 		return m, err
 	}
-	return m, a.stop()
+	return m, nil
 }
 
 func rows(o options, res *Result) (rs []Row, notes []string) {
@@ -400,24 +471,7 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 			Target: "<= 25 MB", Result: verdict(res.StrippedBytes <= 25e6)})
 	}
 	for _, rc := range res.Running {
-		nk, fl := median(rc.Nodekit), median(rc.Floor)
-		ratio := float64(nk) / float64(fl)
-		target, result := "-", "-"
-		if rc.Pods == 30 {
-			target, result = "<= 1.10x", verdict(ratio <= 1.10)
-		}
-		rs = append(rs, Row{Case: fmt.Sprintf("manifests to running, %d pods", rc.Pods), Nodekit: ms(nk), Floor: ms(fl),
-			Ratio: fmt.Sprintf("%.2fx", ratio), Target: target, Result: result})
-		nc, fc := median(rc.NodekitCPU), median(rc.FloorCPU)
-		rs = append(rs, Row{Case: fmt.Sprintf("process CPU to running, %d pods", rc.Pods), Nodekit: ms(nc), Floor: ms(fc),
-			Ratio: ratioStr(float64(nc), float64(fc)), Target: "<= 1/5 kubelet's", Result: "kubelet not run"})
-		nh, fh := medianInt(rc.NodekitHWM), medianInt(rc.FloorHWM)
-		target, result = "-", "-"
-		if rc.Pods == 30 {
-			target, result = "<= 30 MB", verdict(nh <= 30e6)
-		}
-		rs = append(rs, Row{Case: fmt.Sprintf("process peak RSS (VmHWM), %d pods", rc.Pods), Nodekit: mb(nh), Floor: mb(fh),
-			Ratio: ratioStr(float64(nh), float64(fh)), Target: target, Result: result})
+		rs = append(rs, runningRows(rc)...)
 	}
 	for _, r := range res.Exits {
 		p50, p99 := percentile(r.Latencies, 0.5), percentile(r.Latencies, 0.99)
@@ -461,19 +515,95 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 	}
 	notes = append(notes,
 		fmt.Sprintf("manifests to running: median of %d runs; the runtime polled every %s (ListContainers, state RUNNING)", o.runs, o.poll),
-		"CPU: utime+stime of the process from /proc/<pid>/stat (10 ms ticks); nodekit's from t0 to all running, the floor child's from its start signal to all running",
+		"CPU: utime+stime of the process from /proc/<pid>/stat (10 ms ticks); nodekit's and the kubelet's from t0 to all running, the floor child's from its start signal to all running",
+		"kubelet (when run): standalone, t0 once its main sync loop started and its QoS cgroups exist, plus -kubelet-settle; CPU and VmHWM of the kubelet process alone, as nodekit's (CPU of children it waited for is in the JSON)",
 		"exit to pod status: the container's finishedAt (CRI ContainerStatus) to the time the agent's status manager delivered a status showing it terminated (standalone --status-log)",
 	)
 	return rs, notes
+}
+
+// runningRows are the table's rows of one pod count: wall time to running,
+// CPU and peak RSS of nodekit, the floor and (when run) the kubelet, with
+// the ratios the issue's targets are about: nodekit/floor time (<= 1.10x
+// at 30 pods), kubelet/floor time (the issue measured 1.3x to 1.7x) and
+// nodekit/kubelet CPU (<= 1/5).
+func runningRows(rc runningCase) []Row {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	kl := len(rc.Kubelet) > 0
+	var rs []Row
+	nk, fl, kt := median(rc.Nodekit), median(rc.Floor), median(rc.Kubelet)
+	r := Row{Case: fmt.Sprintf("manifests to running, %d pods", rc.Pods), Nodekit: ms(nk), Floor: ms(fl),
+		Ratio: ratioStr(float64(nk), float64(fl)), Target: "-", Result: "-"}
+	if rc.Pods == 30 && fl > 0 {
+		r.Target, r.Result = "<= 1.10x", verdict(float64(nk)/float64(fl) <= 1.10)
+	}
+	if kl {
+		r.Kubelet = ms(kt)
+	}
+	rs = append(rs, r)
+	if kl {
+		rs = append(rs, Row{Case: fmt.Sprintf("  kubelet/floor, %d pods", rc.Pods), Nodekit: "-", Floor: ms(fl), Kubelet: ms(kt),
+			Ratio: ratioStr(float64(kt), float64(fl)), Target: "(issue: 1.3x-1.7x)", Result: "-"})
+		rs = append(rs, Row{Case: fmt.Sprintf("  nodekit/kubelet, %d pods", rc.Pods), Nodekit: ms(nk), Floor: "-", Kubelet: ms(kt),
+			Ratio: ratioStr(float64(nk), float64(kt)), Target: "-", Result: "-"})
+	}
+	nc, fc, kc := median(rc.NodekitCPU), median(rc.FloorCPU), median(rc.KubeletCPU)
+	r = Row{Case: fmt.Sprintf("process CPU to running, %d pods", rc.Pods), Nodekit: ms(nc), Floor: ms(fc),
+		Ratio: ratioStr(float64(nc), float64(fc)), Target: "<= 1/5 kubelet's", Result: "kubelet not run"}
+	if kl {
+		r.Kubelet, r.Target, r.Result = ms(kc), "-", "-"
+		rs = append(rs, r)
+		ok := kc > 0 && float64(nc) <= float64(kc)/5
+		rs = append(rs, Row{Case: fmt.Sprintf("  nodekit/kubelet CPU, %d pods", rc.Pods), Nodekit: ms(nc), Floor: "-", Kubelet: ms(kc),
+			Ratio: ratioStr(float64(nc), float64(kc)), Target: "<= 0.20x", Result: verdict(ok)})
+	} else {
+		rs = append(rs, r)
+	}
+	nh, fh, kh := medianInt(rc.NodekitHWM), medianInt(rc.FloorHWM), medianInt(rc.KubeletHWM)
+	r = Row{Case: fmt.Sprintf("process peak RSS (VmHWM), %d pods", rc.Pods), Nodekit: mb(nh), Floor: mb(fh),
+		Ratio: ratioStr(float64(nh), float64(fh)), Target: "-", Result: "-"}
+	if rc.Pods == 30 {
+		r.Target, r.Result = "<= 30 MB", verdict(nh <= 30e6)
+	}
+	if kl {
+		r.Kubelet = mb(kh)
+	}
+	rs = append(rs, r)
+	if kl {
+		rs = append(rs, Row{Case: fmt.Sprintf("  nodekit/kubelet RSS, %d pods", rc.Pods), Nodekit: mb(nh), Floor: "-", Kubelet: mb(kh),
+			Ratio: ratioStr(float64(nh), float64(kh)), Target: "-", Result: "-"})
+	}
+	return rs
 }
 
 func printReport(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "nodekit e2ebench, %s, %s, runtime %s\nload average before %s, after %s\n\n",
 		res.Date.Format(time.RFC3339), res.Machine, res.Runtime, res.LoadBefore, res.LoadAfter)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tNODEKIT\tFLOOR\tRATIO\tTARGET\tRESULT")
+	kl := false
 	for _, r := range res.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.Nodekit, r.Floor, r.Ratio, r.Target, r.Result)
+		kl = kl || r.Kubelet != ""
+	}
+	if kl {
+		fmt.Fprintln(tw, "CASE\tNODEKIT\tFLOOR\tKUBELET\tRATIO\tTARGET\tRESULT")
+	} else {
+		fmt.Fprintln(tw, "CASE\tNODEKIT\tFLOOR\tRATIO\tTARGET\tRESULT")
+	}
+	for _, r := range res.Rows {
+		if kl {
+			k := r.Kubelet
+			if k == "" {
+				k = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.Nodekit, r.Floor, k, r.Ratio, r.Target, r.Result)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.Nodekit, r.Floor, r.Ratio, r.Target, r.Result)
+		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -208,6 +208,11 @@ func TestValidate(t *testing.T) {
 	if err := good.validate(); err != nil {
 		t.Fatal(err)
 	}
+	kl := good
+	kl.kubelet, kl.cases = "/k", "exit"
+	if err := kl.validate(); err == nil || !strings.Contains(err.Error(), "-kubelet") {
+		t.Errorf("kubelet without the running case: %v", err)
+	}
 	bad := good
 	bad.endpoint, bad.cases = "", "running,nope"
 	err := bad.validate()

@@ -17,35 +17,52 @@ const clockTicks = 100
 
 // procCPU returns the CPU time (user + system) a process used so far.
 func procCPU(pid int) (time.Duration, error) {
+	self, _, err := procCPUs(pid)
+	return self, err
+}
+
+// procCPUs returns the CPU time (user + system) a process used so far, and
+// that of its children it waited for (cutime + cstime).
+func procCPUs(pid int) (self, children time.Duration, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return parseProcStat(string(data))
+	return parseProcStatAll(string(data))
 }
 
 // parseProcStat reads utime and stime (fields 14 and 15) of a
-// /proc/<pid>/stat line. The command name (field 2) may hold spaces and
-// parentheses: the fields are counted from its last ')'.
+// /proc/<pid>/stat line.
 func parseProcStat(line string) (time.Duration, error) {
+	self, _, err := parseProcStatAll(line)
+	return self, err
+}
+
+// parseProcStatAll reads utime+stime (fields 14 and 15) and
+// cutime+cstime (16 and 17) of a /proc/<pid>/stat line. The command name
+// (field 2) may hold spaces and parentheses: the fields are counted from
+// its last ')'.
+func parseProcStatAll(line string) (self, children time.Duration, err error) {
 	i := strings.LastIndexByte(line, ')')
 	if i < 0 {
-		return 0, errors.New("/proc stat: no ')' after the command name")
+		return 0, 0, errors.New("/proc stat: no ')' after the command name")
 	}
 	f := strings.Fields(line[i+1:])
-	// f[0] is field 3 (state): utime is field 14, f[11]; stime f[12].
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc stat: %d fields after the command name, want at least 13", len(f))
+	// f[0] is field 3 (state): utime is field 14, f[11]; stime f[12];
+	// cutime f[13], cstime f[14].
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("/proc stat: %d fields after the command name, want at least 15", len(f))
 	}
-	var ticks int64
-	for _, s := range f[11:13] {
+	var ticks [4]int64
+	for j, s := range f[11:15] {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || v < 0 {
-			return 0, fmt.Errorf("/proc stat: bad tick count %q", s)
+			return 0, 0, fmt.Errorf("/proc stat: bad tick count %q", s)
 		}
-		ticks += v
+		ticks[j] = v
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	tick := func(t int64) time.Duration { return time.Duration(t) * time.Second / clockTicks }
+	return tick(ticks[0] + ticks[1]), tick(ticks[2] + ticks[3]), nil
 }
 
 // procHWM returns a process's peak resident set (VmHWM) in bytes.
