@@ -32,6 +32,20 @@
 // of a single pod (RelistPod), which Run serves unless a global relist
 // started after the request. A relist that changes nothing allocates nothing.
 //
+// # Exits from runtime events
+//
+// ContainerExited feeds an exit that the runtime's own event service
+// reported (runtime/containerdevents: containerd publishes /tasks/exit
+// within milliseconds, while its CRI shows the exit hundreds of
+// milliseconds later) straight into the Cache: the pod's cached status gets
+// the container exited (exit code, finish time, reason Completed, Error or
+// OOMKilled as containerd's CRI reports them) and ContainerDied is sent,
+// without waiting for a relist. Until a listing shows the exit too, the
+// container counts as exited in every listing and status read (no
+// ContainerStarted, no second ContainerDied, no status overwritten with
+// "running"); then the override goes. An exit of a container not listed
+// yet starts a relist at once (RelistSoon) and applies when it is listed.
+//
 // # Evented mode
 //
 // An EventedPLEG follows the CRI container event stream (GetContainerEvents),

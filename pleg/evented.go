@@ -269,6 +269,9 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	if st.TimeStamp.IsZero() {
 		st.TimeStamp = ts
 	}
+	e.generic.exitMu.Lock()
+	st = patchExits(st, e.generic.exits)
+	e.generic.exitMu.Unlock()
 	st.IPs = e.generic.keepIPs(uid, st)
 	id := ev.GetContainerId()
 	cache := e.generic.cache

@@ -80,6 +80,19 @@ type GenericPLEG struct {
 	// reinspectNow holds the reinspect flags taken for the running relist.
 	reinspectNow map[types.UID]struct{}
 	pending      []pendingEvent // scratch, reused between pods and relists
+
+	// exits holds the containers whose exit the runtime's own events
+	// reported (ContainerExited) while the CRI may still list them as
+	// running. Written with relistMu and exitMu held; read with either.
+	exitMu sync.Mutex
+	exits  map[string]*exitOverride
+}
+
+// exitOverride is an exit known from an event that the CRI may not show
+// yet. uid is empty until a listing shows the container.
+type exitOverride struct {
+	uid  types.UID
+	exit ContainerExit
 }
 
 // podRecord is the last pod state events were computed against (old) and the
@@ -153,6 +166,7 @@ func New(cfg Config) (*GenericPLEG, error) {
 		reinspect:    make(map[types.UID]struct{}),
 		records:      make(map[types.UID]*podRecord),
 		reinspectNow: make(map[types.UID]struct{}),
+		exits:        make(map[string]*exitOverride),
 	}
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer)
@@ -365,6 +379,9 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 		}
 		g.reconcile(ctx, uid, r, start, nil, reinspect)
 	}
+	if len(g.exits) > 0 {
+		g.settleExits("")
+	}
 	if len(g.reinspectNow) > 0 {
 		// Flags of pods the runtime doesn't list wait for them to appear.
 		g.mu.Lock()
@@ -397,6 +414,7 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
 	}
+	status = patchExits(status, g.exits)
 	cur := podFromStatus(uid, status)
 	if r == nil {
 		if cur == nil {
@@ -416,6 +434,9 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 	}
 	g.reconcile(ctx, uid, r, start, status, reinspect)
 	g.cache.SetObservedTime(uid, start)
+	if len(g.exits) > 0 {
+		g.settleExits(uid)
+	}
 	return nil
 }
 
@@ -423,7 +444,11 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 // there are any or reinspect is set, refreshes the cache (with status if
 // given, else by asking the runtime) and sends them. Called with relistMu.
 func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord, ts time.Time, status *runtime.PodStatus, reinspect bool) {
-	g.pending = appendPodEvents(g.pending[:0], r.old, r.current)
+	var exits map[string]*exitOverride
+	if len(g.exits) > 0 {
+		exits = g.exits
+	}
+	g.pending = appendPodEvents(g.pending[:0], r.old, r.current, exits)
 	if len(g.pending) == 0 && !reinspect {
 		if r.current == nil {
 			delete(g.records, uid)
@@ -452,6 +477,7 @@ func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord
 			if status == nil {
 				status = &runtime.PodStatus{ID: uid, Name: r.current.Name, Namespace: r.current.Namespace}
 			}
+			status = patchExits(status, exits)
 		}
 		if status.TimeStamp.IsZero() {
 			status.TimeStamp = ts
@@ -542,10 +568,21 @@ func toPLEGState(s runtime.ContainerState) plegState {
 	return stateUnknown
 }
 
+// stateOf is the state of c, exited if an event said so (exits may be nil).
+func stateOf(c *runtime.Container, exits map[string]*exitOverride) plegState {
+	s := toPLEGState(c.State)
+	if s != stateExited && exits != nil {
+		if _, ok := exits[c.ID]; ok {
+			return stateExited
+		}
+	}
+	return s
+}
+
 // stateIn returns the state of the container or sandbox id in p. The entry
 // is looked for first at index hint of the same list (listings usually keep
 // their order), then everywhere.
-func stateIn(p *runtime.Pod, id string, sandbox bool, hint int) plegState {
+func stateIn(p *runtime.Pod, id string, sandbox bool, hint int, exits map[string]*exitOverride) plegState {
 	if p == nil {
 		return stateNonExistent
 	}
@@ -554,29 +591,30 @@ func stateIn(p *runtime.Pod, id string, sandbox bool, hint int) plegState {
 		list = p.Sandboxes
 	}
 	if hint < len(list) && list[hint] != nil && list[hint].ID == id {
-		return toPLEGState(list[hint].State)
+		return stateOf(list[hint], exits)
 	}
 	for _, c := range p.Containers {
 		if c != nil && c.ID == id {
-			return toPLEGState(c.State)
+			return stateOf(c, exits)
 		}
 	}
 	for _, c := range p.Sandboxes {
 		if c != nil && c.ID == id {
-			return toPLEGState(c.State)
+			return stateOf(c, exits)
 		}
 	}
 	return stateNonExistent
 }
 
 // appendPodEvents appends the events of every container and sandbox of old
-// and cur (old ones first). It allocates nothing when dst has room.
-func appendPodEvents(dst []pendingEvent, old, cur *runtime.Pod) []pendingEvent {
+// and cur (old ones first), counting the containers in exits (may be nil)
+// as exited on both sides. It allocates nothing when dst has room.
+func appendPodEvents(dst []pendingEvent, old, cur *runtime.Pod, exits map[string]*exitOverride) []pendingEvent {
 	if old != nil {
 		for k, list := range [2][]*runtime.Container{old.Containers, old.Sandboxes} {
 			for i, c := range list {
 				if c != nil {
-					dst = appendTransition(dst, c.ID, toPLEGState(c.State), stateIn(cur, c.ID, k == 1, i))
+					dst = appendTransition(dst, c.ID, stateOf(c, exits), stateIn(cur, c.ID, k == 1, i, exits))
 				}
 			}
 		}
@@ -584,8 +622,8 @@ func appendPodEvents(dst []pendingEvent, old, cur *runtime.Pod) []pendingEvent {
 	if cur != nil {
 		for k, list := range [2][]*runtime.Container{cur.Containers, cur.Sandboxes} {
 			for i, c := range list {
-				if c != nil && stateIn(old, c.ID, k == 1, i) == stateNonExistent {
-					dst = appendTransition(dst, c.ID, stateNonExistent, toPLEGState(c.State))
+				if c != nil && stateIn(old, c.ID, k == 1, i, nil) == stateNonExistent {
+					dst = appendTransition(dst, c.ID, stateNonExistent, stateOf(c, exits))
 				}
 			}
 		}
