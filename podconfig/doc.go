@@ -19,8 +19,11 @@
 // (an empty SET means "no pods" and still marks the source as seen). A
 // source may also send ADD, UPDATE, DELETE or RECONCILE (all of which add or
 // replace the given pods in that source's set) and REMOVE (which drops the
-// given UIDs); these do not mark the source as seen. Pods sent are only
-// read, never retained or modified: PodConfig deep-copies what it stores.
+// given UIDs); these do not mark the source as seen. A source hands over the pods it
+// sends: it must not modify them afterwards (send new objects instead; the
+// shipped sources do). PodConfig never writes into them either: it stores
+// a shallow copy carrying its local annotations that shares the rest of
+// the object.
 //
 // Sources are kept apart: each has its own UID→pod map, and the same pod
 // from two sources is two pods. Within one update, a second pod with the
@@ -57,9 +60,14 @@
 //     were added or removed or a source sent its first SET; then UPDATE,
 //     DELETE and RECONCILE for in-place changes, Source the source's name.
 //
-// Pods in delivered updates are fresh copies: the consumer may keep and
-// modify them. MergedState and Snapshot also return copies. MergedState
-// orders sources by name and each source's pods as the source last sent them.
+// Pods in delivered updates, MergedState and Snapshot are the stored
+// objects, shared and read-only: a consumer may keep them but must not
+// modify them (DeepCopy first to change one). A later change never writes
+// into an object already handed out; it stores and delivers a new one. This
+// is the kubelet's contract too, and what makes a load cheap: a new pod
+// costs one shallow copy and a map insert, and is fingerprinted only when
+// a newer version of it arrives. MergedState orders sources by name and
+// each source's pods as the source last sent them.
 //
 // # Ordering and backpressure
 //

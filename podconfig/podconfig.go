@@ -180,8 +180,10 @@ func (c *PodConfig) Updates() <-chan PodUpdate { return c.updates }
 
 // Merge applies update u from source synchronously and returns the
 // PodUpdates it gives rise to (in delivery order) without delivering them.
-// Run uses it for every update it receives; tests call it directly. Pods in
-// u are only read, never retained; pods in the result are fresh copies.
+// Run uses it for every update it receives; tests call it directly. The
+// pods in u are handed over (the caller must not modify them afterwards)
+// and are never written to; the pods in the result are the stored objects,
+// shared and read-only.
 func (c *PodConfig) Merge(source string, u PodUpdate) []PodUpdate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -191,8 +193,8 @@ func (c *PodConfig) Merge(source string, u PodUpdate) []PodUpdate {
 	return out
 }
 
-// Snapshot returns every pod of every source as one SET (Source SourceAll),
-// as copies.
+// Snapshot returns every pod of every source as one SET (Source SourceAll).
+// The pods are shared: treat them as read-only.
 func (c *PodConfig) Snapshot() PodUpdate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -210,8 +212,8 @@ func (c *PodConfig) Sync() {
 	}
 }
 
-// MergedState returns copies of every stored pod: sources in name order,
-// each source's pods in the order it last sent them.
+// MergedState returns every stored pod (shared: treat them as read-only):
+// sources in name order, each source's pods in the order it last sent them.
 func (c *PodConfig) MergedState() []*v1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()

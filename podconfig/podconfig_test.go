@@ -232,27 +232,54 @@ func TestSnapshotAndUpdatesMode(t *testing.T) {
 	expect(t, c.Merge("one", set(q)), "SET(*):a")
 }
 
-func TestNoSharingWithCallerOrConsumer(t *testing.T) {
+// The ownership contract: a source hands its pods over and PodConfig never
+// writes into them; delivered pods and MergedState are the stored objects
+// (shared, read-only), and a later change stores a new object instead of
+// changing one a consumer may hold.
+func TestOwnershipContract(t *testing.T) {
 	c, _ := newTestConfig(t, Incremental)
 	in := mkPod("a", "a")
 	got := c.Merge("test", set(in))
-	in.Spec.Containers[0].Image = "mutated-by-sender"
-	in.Labels = map[string]string{"x": "y"}
-	got[0].Pods[0].Spec.Containers[0].Image = "mutated-by-consumer"
-	got[0].Pods[0].Annotations["k"] = "v"
-	st := c.MergedState()
-	if st[0].Spec.Containers[0].Image != "img:1" || st[0].Annotations["k"] != "" || st[0].Labels != nil {
-		t.Errorf("state shared: %+v", st[0])
-	}
+	expect(t, got, "ADD(test):a")
+	added := got[0].Pods[0]
 	if in.Annotations != nil {
 		t.Errorf("merge wrote into the sender's pod: %v", in.Annotations)
 	}
-	st[0].Spec.Containers[0].Image = "mutated-state-copy"
-	if c.MergedState()[0].Spec.Containers[0].Image != "img:1" {
-		t.Error("MergedState shares pods")
+	if added == in || added.Annotations[ConfigSourceAnnotation] != "test" || added.Annotations[ConfigSeenAnnotation] == "" {
+		t.Errorf("delivered pod is not a copy carrying the local annotations: %v", added.Annotations)
 	}
-	// Same pod resent: nothing, and the sender's mutated pod from before was not retained.
-	expect(t, c.Merge("test", set(mkPod("a", "a"))), "")
+	if st := c.MergedState(); len(st) != 1 || st[0] != added {
+		t.Errorf("MergedState = %v, want the delivered object", st)
+	}
+
+	// A status change: RECONCILE with a new object; the one delivered
+	// before keeps its status, and the sender's new pod is untouched.
+	p2 := mkPod("a", "a")
+	p2.Status.Phase = v1.PodRunning
+	got = c.Merge("test", set(p2))
+	expect(t, got, "RECONCILE(test):a")
+	rec := got[0].Pods[0]
+	if rec == added || added.Status.Phase != "" || rec.Status.Phase != v1.PodRunning {
+		t.Errorf("reconcile changed the delivered object in place: old %q new %q", added.Status.Phase, rec.Status.Phase)
+	}
+	if rec.Annotations[ConfigSeenAnnotation] != added.Annotations[ConfigSeenAnnotation] || p2.Annotations != nil {
+		t.Errorf("config.seen not kept or sender's pod written: %v / %v", rec.Annotations, p2.Annotations)
+	}
+
+	// A spec change: UPDATE with a new object, same config.seen.
+	p3 := p2.DeepCopy()
+	p3.Spec.Containers[0].Image = "img:2"
+	got = c.Merge("test", set(p3))
+	expect(t, got, "UPDATE(test):a")
+	upd := got[0].Pods[0]
+	if rec.Spec.Containers[0].Image != "img:1" || upd.Spec.Containers[0].Image != "img:2" {
+		t.Errorf("update changed the delivered object in place")
+	}
+	if upd.Annotations[ConfigSeenAnnotation] != added.Annotations[ConfigSeenAnnotation] {
+		t.Errorf("config.seen changed on update: %v", upd.Annotations)
+	}
+	// An equal resend: nothing.
+	expect(t, c.Merge("test", set(p3.DeepCopy())), "")
 }
 
 func TestChannels(t *testing.T) {

@@ -10,12 +10,27 @@ import (
 )
 
 // entry is one stored pod with the fingerprints of the parts the merge
-// compares. The pod is owned by the storage: never handed out, never shared.
+// compares. The pod is shared with the consumers it was delivered to and is
+// never modified: an update stores a new object. The fingerprints are
+// computed when the entry is first compared with a newer version (fpOK), so
+// a pod that is only loaded costs no hash.
 type entry struct {
 	pod       *v1.Pod
 	semantic  uint64 // spec, labels, non-local annotations, deletion fields
 	statusSum uint64
+	fpOK      bool   // semantic and statusSum are computed
 	gen       uint64 // the SET that last named this pod (see mergeScratch.gen)
+}
+
+// sums returns the stored pod's fingerprints, computing them the first
+// time. The local annotations PodConfig added are outside both, so they
+// equal the fingerprints of the pod as its source sent it.
+func (e *entry) sums(fp *fingerprinter) (semantic, status uint64) {
+	if !e.fpOK {
+		e.semantic, e.statusSum = fp.sums(e.pod)
+		e.fpOK = true
+	}
+	return e.semantic, e.statusSum
 }
 
 // mergeScratch is reused from merge to merge (under PodConfig.mu) so a
@@ -38,8 +53,8 @@ type sourceState struct {
 }
 
 // diff is the outcome of merging one source update, before it is shaped into
-// PodUpdates by the notification mode. Pods are the stored ones: copy before
-// handing out.
+// PodUpdates by the notification mode. Pods are the stored ones, delivered
+// as they are (shared, read-only).
 type diff struct {
 	adds, updates, deletes, removes, reconciles []*v1.Pod
 	firstSet                                    bool
@@ -49,8 +64,10 @@ func (d *diff) empty() bool {
 	return len(d.adds)+len(d.updates)+len(d.deletes)+len(d.removes)+len(d.reconciles) == 0
 }
 
-// mergeLocked applies update u from source to the storage. Incoming pods are
-// only read; a pod that is new or changed is deep-copied into the storage.
+// mergeLocked applies update u from source to the storage. Incoming pods
+// become the storage's (the source must not modify them afterwards) but are
+// never modified: a pod that is new or changed is stored as a shallow copy
+// carrying the local annotations, sharing everything else with the sent one.
 func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 	st := c.sources[source]
 	if st == nil {
@@ -180,9 +197,9 @@ func (c *PodConfig) doneFiltered(pods []*v1.Pod) {
 	c.scratch.pods = pods[:0]
 }
 
-// upsert merges incoming pod p (read only) with the stored entry old (nil if
-// the UID is new) and records the outcome in d. It returns the entry to
-// store.
+// upsert merges incoming pod p with the stored entry old (nil if the UID is
+// new) and records the outcome in d. It returns the entry to store. Neither
+// p nor the stored pod is modified.
 //
 // For the API-server source a pod whose UID and non-empty resourceVersion
 // equal the stored ones is unchanged and is not fingerprinted: the API
@@ -194,45 +211,36 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *
 		p.ResourceVersion == old.pod.ResourceVersion && p.UID == old.pod.UID {
 		return old
 	}
-	semantic, status := c.fp.sums(p)
 	if old == nil {
-		cp := p.DeepCopy()
-		if cp.Annotations == nil {
-			cp.Annotations = make(map[string]string, 2)
-		}
-		cp.Annotations[ConfigSourceAnnotation] = source
-		cp.Annotations[ConfigSeenAnnotation] = now
-		e := &entry{pod: cp, semantic: semantic, statusSum: status}
+		cp := withLocalAnnotations(p, p.Annotations, false, source, now, "", false)
 		d.adds = append(d.adds, cp)
-		return e
+		return &entry{pod: cp}
 	}
-	if semantic == old.semantic {
-		// Keep the stored resourceVersion current (it is outside both
-		// fingerprints) so the next resend of this object takes the
-		// shortcut above.
-		old.pod.ResourceVersion = p.ResourceVersion
-		if status != old.statusSum {
-			old.pod.Status = *p.Status.DeepCopy()
-			old.statusSum = status
-			d.reconciles = append(d.reconciles, old.pod)
+	oldSemantic, oldStatus := old.sums(c.fp)
+	semantic, status := c.fp.sums(p)
+	if semantic == oldSemantic {
+		if status == oldStatus && p.ResourceVersion == old.pod.ResourceVersion {
+			return old
 		}
-		return old
-	}
-	cp := p.DeepCopy()
-	ann := make(map[string]string, len(cp.Annotations)+3)
-	for k, v := range cp.Annotations {
-		if !isLocalAnnotation(k) {
-			ann[k] = v
+		// A new status, or only a new resourceVersion (outside both
+		// fingerprints; kept current so the next resend of this object
+		// takes the shortcut above): a new stored object, the old one may
+		// be in a consumer's hands.
+		cp := *old.pod
+		cp.ResourceVersion = p.ResourceVersion
+		if status != oldStatus {
+			cp.Status = p.Status
+			d.reconciles = append(d.reconciles, &cp)
 		}
+		return &entry{pod: &cp, semantic: semantic, statusSum: status, fpOK: true}
 	}
-	for _, k := range []string{ConfigSeenAnnotation, ConfigMirrorAnnotation} {
-		if v, ok := old.pod.Annotations[k]; ok {
-			ann[k] = v
-		}
+	seen, hasSeen := old.pod.Annotations[ConfigSeenAnnotation]
+	mirror, hasMirror := old.pod.Annotations[ConfigMirrorAnnotation]
+	cp := withLocalAnnotations(p, p.Annotations, true, source, seen, mirror, hasMirror)
+	if !hasSeen {
+		delete(cp.Annotations, ConfigSeenAnnotation)
 	}
-	ann[ConfigSourceAnnotation] = source
-	cp.Annotations = ann
-	e := &entry{pod: cp, semantic: semantic, statusSum: status}
+	e := &entry{pod: cp, semantic: semantic, statusSum: status, fpOK: true}
 	if cp.DeletionTimestamp != nil {
 		d.deletes = append(d.deletes, cp)
 	} else {
@@ -241,8 +249,29 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *
 	return e
 }
 
+// withLocalAnnotations returns a shallow copy of p whose annotations are
+// ann (without the local ones when dropLocal), config.source = source,
+// config.seen = seen and, when hasMirror, config.mirror = mirror. The copy
+// shares everything else with p.
+func withLocalAnnotations(p *v1.Pod, ann map[string]string, dropLocal bool, source, seen, mirror string, hasMirror bool) *v1.Pod {
+	cp := *p
+	out := make(map[string]string, len(ann)+3)
+	for k, v := range ann {
+		if !dropLocal || !isLocalAnnotation(k) {
+			out[k] = v
+		}
+	}
+	out[ConfigSourceAnnotation] = source
+	out[ConfigSeenAnnotation] = seen
+	if hasMirror {
+		out[ConfigMirrorAnnotation] = mirror
+	}
+	cp.Annotations = out
+	return &cp
+}
+
 // shape turns a diff into the PodUpdates the mode delivers, in order.
-// Every pod in them is a fresh deep copy.
+// The pods in them are the stored ones: shared, read-only.
 func (c *PodConfig) shapeLocked(source string, d diff) []PodUpdate {
 	var out []PodUpdate
 	switch c.mode {
@@ -274,15 +303,7 @@ func appendUpdate(out []PodUpdate, op Op, source string, pods []*v1.Pod) []PodUp
 	if len(pods) == 0 {
 		return out
 	}
-	return append(out, PodUpdate{Op: op, Source: source, Pods: copyPods(pods)})
-}
-
-func copyPods(pods []*v1.Pod) []*v1.Pod {
-	out := make([]*v1.Pod, len(pods))
-	for i, p := range pods {
-		out[i] = p.DeepCopy()
-	}
-	return out
+	return append(out, PodUpdate{Op: op, Source: source, Pods: pods})
 }
 
 // sourceNamesLocked returns the names of every source with state, sorted.
@@ -295,8 +316,8 @@ func (c *PodConfig) sourceNamesLocked() []string {
 	return names
 }
 
-// mergedLocked returns copies of every stored pod: sources by name, pods in
-// source order.
+// mergedLocked returns every stored pod (shared, read-only): sources by
+// name, pods in source order.
 func (c *PodConfig) mergedLocked() []*v1.Pod {
 	n := 0
 	for _, st := range c.sources {
@@ -307,7 +328,7 @@ func (c *PodConfig) mergedLocked() []*v1.Pod {
 		st := c.sources[name]
 		for _, uid := range st.order {
 			if e, ok := st.pods[uid]; ok {
-				out = append(out, e.pod.DeepCopy())
+				out = append(out, e.pod)
 			}
 		}
 	}
