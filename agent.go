@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/containerdevents"
 	"github.com/nodekit/nodekit/runtime/fake"
 	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/syncloop"
@@ -46,7 +47,9 @@ type Agent struct {
 	loop      *syncloop.Loop
 	parts     []extraPart
 	prober    *prober.Manager
-	eviction  atomic.Pointer[eviction.Manager]
+	// containerdEvents follows containerd's exits (WithContainerdEvents).
+	containerdEvents *containerdevents.Watcher
+	eviction         atomic.Pointer[eviction.Manager]
 	// starters run, in order, before any part starts (state to load before
 	// the first pod is admitted).
 	starters []func(ctx context.Context) error

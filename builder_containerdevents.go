@@ -1,0 +1,95 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime/containerdevents"
+)
+
+// WithContainerdEvents makes the agent follow containerd's own event
+// service (runtime/containerdevents) at endpoint, or, if endpoint is
+// empty, at the endpoint given to WithRuntimeEndpoint. A container's exit
+// (containerd's /tasks/exit, published within milliseconds) then goes
+// straight to the PLEG (pleg.GenericPLEG.ContainerExited): the pod's status
+// shows it, and the pod is synced, without waiting for the next relist or
+// for containerd 1.6's CRI, which reports an exit hundreds of milliseconds
+// later. Relisting goes on as the safety net; after a broken event stream
+// the agent relists at once.
+//
+// An endpoint that is not containerd (no event service) is logged once and
+// otherwise ignored, so the option is harmless there.
+func (b *Builder) WithContainerdEvents(endpoint string) *Builder {
+	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
+		ep := endpoint
+		if ep == "" {
+			ep = b.endpoint
+		}
+		if ep == "" {
+			return configErr("containerdevents", "WithContainerdEvents: no endpoint given and no WithRuntimeEndpoint")
+		}
+		log := b.logger
+		if log == nil {
+			log = zap.NewNop()
+		}
+		return a.addContainerdEvents(ep, log)
+	})
+	return b
+}
+
+func (a *Agent) addContainerdEvents(endpoint string, log *zap.Logger) error {
+	g := a.generic
+	if g == nil {
+		return configErr("containerdevents", "the agent has no PLEG")
+	}
+	w, err := containerdevents.New(containerdevents.Config{
+		Endpoint: endpoint,
+		Handler:  ContainerdEventHandler(g),
+		Clock:    a.clock,
+		Logger:   log,
+	})
+	if err != nil {
+		return partErr("containerdevents", err)
+	}
+	a.containerdEvents = w
+	a.parts = append(a.parts, extraPart{name: "containerd events", run: func(ctx context.Context) error {
+		err := w.Run(ctx)
+		if errors.Is(err, containerdevents.ErrUnsupported) {
+			a.log.Warn("the runtime has no containerd event service; container exits are seen by relisting only", zap.Error(err))
+			<-ctx.Done()
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("containerd events: %w", err)
+		}
+		return nil
+	}})
+	return nil
+}
+
+// ContainerdEventHandler is the handler WithContainerdEvents wires: it
+// hands containerd's container exits to the PLEG (ContainerExited) and
+// makes it relist at once after a reconnect (events may have been lost in
+// between). For agents that wire a containerdevents.Watcher themselves.
+func ContainerdEventHandler(g *pleg.GenericPLEG) containerdevents.Handler {
+	return func(ctx context.Context, ev containerdevents.Event) {
+		switch ev.Type {
+		case containerdevents.Exit:
+			g.ContainerExited(ctx, pleg.ContainerExit{
+				ID: ev.ContainerID, ExitCode: ev.ExitCode, FinishedAt: ev.FinishedAt, OOMKilled: ev.OOMKilled,
+			})
+		case containerdevents.Subscribed:
+			if ev.Attempt > 1 {
+				g.RelistSoon()
+			}
+		}
+	}
+}
+
+// ContainerdEvents returns the watcher of containerd's events made by
+// WithContainerdEvents, or nil.
+func (a *Agent) ContainerdEvents() *containerdevents.Watcher { return a.containerdEvents }
