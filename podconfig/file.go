@@ -328,13 +328,37 @@ func (s *FileSource) Run(ctx context.Context) error {
 			if strings.HasPrefix(filepath.Base(ev.Name), ".") && ev.Name != s.cfg.Path {
 				continue
 			}
+			// One scan covers every event already queued: files written
+			// in a burst (N manifests renamed in at once) cost a few scans
+			// of the directory, not N (each re-reading every file and
+			// sending every pod again).
+			closed := drainEvents(events)
 			sync()
+			if closed {
+				_ = w.Close()
+				w = nil
+			}
 		case err, ok := <-errs:
 			if ok {
 				s.log.Warn("file watcher failed; polling", zap.Error(err))
 			}
 			_ = w.Close()
 			w = nil
+		}
+	}
+}
+
+// drainEvents discards the events queued on ch without blocking and reports
+// whether ch was closed.
+func drainEvents(ch <-chan fsnotify.Event) (closed bool) {
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return true
+			}
+		default:
+			return false
 		}
 	}
 }
