@@ -143,6 +143,12 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 	if ctx.Err() != nil {
 		return false, errors.Join(syncErr, ctx.Err())
 	}
+	if len(res.Steps) == 0 {
+		// The runtime did nothing: the status recorded above, from rs,
+		// is what there is to record (reading it again costs four CRI
+		// calls per pod on every resync).
+		return false, syncErr
+	}
 	// Record what the sync did at once instead of on the next relist.
 	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
