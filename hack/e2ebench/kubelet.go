@@ -276,17 +276,19 @@ func runKubelet(ctx context.Context, o options, c *cri, bin string, n int, work 
 	return m, err
 }
 
-// hierarchies lists the cgroup v1 hierarchies under root (each a directory
-// with a cgroup.procs file; cgroup2's "unified" is skipped: on this hybrid
-// host it holds no controller the kubelet uses).
-func hierarchies(root string) ([]string, error) {
+// hierarchies lists the cgroup hierarchies under root (each a directory
+// with a cgroup.procs file). cgroup2's "unified" is listed only with
+// unified: on this hybrid host it holds no controller the kubelet uses, so
+// its root is not made there, but runc mirrors the pods' cgroups into it
+// and they are removed from there too.
+func hierarchies(root string, unified bool) ([]string, error) {
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, e := range ents {
-		if !e.IsDir() || e.Name() == "unified" {
+		if !e.IsDir() || (e.Name() == "unified" && !unified) {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(root, e.Name(), "cgroup.procs")); err == nil {
@@ -301,7 +303,7 @@ func hierarchies(root string) ([]string, error) {
 // copies cpus and mems from the top (a new cpuset cgroup has none, and no
 // task can join it then).
 func makeCgroup(root, name string) error {
-	hs, err := hierarchies(root)
+	hs, err := hierarchies(root, false)
 	if err != nil {
 		return err
 	}
@@ -327,10 +329,10 @@ func makeCgroup(root, name string) error {
 }
 
 // removeCgroupTree removes cgroup name and every cgroup under it, in every
-// hierarchy, leaves first (rmdir: a cgroup with tasks stays, and is
-// reported).
+// hierarchy (cgroup2's too), leaves first (rmdir: a cgroup with tasks
+// stays, and is reported).
 func removeCgroupTree(root, name string) error {
-	hs, err := hierarchies(root)
+	hs, err := hierarchies(root, true)
 	if err != nil {
 		return err
 	}

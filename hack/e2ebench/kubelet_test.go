@@ -168,7 +168,7 @@ func TestCgroupTree(t *testing.T) {
 			}
 		}
 	}
-	hs, err := hierarchies(root)
+	hs, err := hierarchies(root, false)
 	if err != nil || len(hs) != 2 || filepath.Base(hs[0]) != "cpu" || filepath.Base(hs[1]) != "memory" {
 		t.Fatalf("hierarchies %v %v", hs, err)
 	}
@@ -182,6 +182,11 @@ func TestCgroupTree(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "unified", kubeletCgroupRoot)); err == nil {
 		t.Error("made in cgroup2's unified")
 	}
+	// runc mirrors pod cgroups into cgroup2's hierarchy: removed too.
+	if err := os.MkdirAll(filepath.Join(root, "unified", kubeletCgroupRoot, "kubepods", "podx"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ = hierarchies(root, true)
 	if err := removeCgroupTree(root, kubeletCgroupRoot); err != nil {
 		t.Fatal(err)
 	}

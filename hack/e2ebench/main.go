@@ -350,6 +350,8 @@ func run(ctx context.Context, o options, logw io.Writer) (*Result, error) {
 					if err := c.removeAll(ctx); err != nil {
 						return nil, err
 					}
+					// What was measured so far, should a later run fail.
+					savePartial(o, res, rc)
 				}
 			}
 			res.Running = append(res.Running, rc)
@@ -378,6 +380,24 @@ func run(ctx context.Context, o options, logw io.Writer) (*Result, error) {
 	res.LoadAfter = loadavg()
 	res.Rows, res.Notes = rows(o, res)
 	return res, nil
+}
+
+// savePartial writes -json-file with the runs measured so far (rc, the
+// pod count in progress, included), so an interrupted or failed run keeps
+// them (-from-json prints them).
+func savePartial(o options, res *Result, rc runningCase) {
+	if o.jsonFile == "" {
+		return
+	}
+	p := *res
+	p.Running = append(append([]runningCase(nil), res.Running...), rc)
+	p.LoadAfter = loadavg()
+	p.Rows, p.Notes = rows(o, &p)
+	p.Notes = append(p.Notes, "partial: written while measuring")
+	data, err := json.MarshalIndent(&p, "", "  ")
+	if err == nil {
+		_ = os.WriteFile(o.jsonFile, append(data, '\n'), 0o644)
+	}
 }
 
 // runOrder is who measures in which order in run i: each of them goes
