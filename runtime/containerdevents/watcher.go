@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -290,8 +291,8 @@ func (w *Watcher) stream(ctx context.Context, conn grpc.ClientConnInterface, att
 	for {
 		var m rawMessage
 		if err := s.RecvMsg(&m); err != nil {
-			if err == nil || errors.Is(err, context.Canceled) {
-				err = errors.New("stream ended")
+			if errors.Is(err, io.EOF) {
+				err = errors.New("containerd ended the stream")
 			}
 			return got, err
 		}
