@@ -533,12 +533,22 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 	if l := max(load1(res.LoadBefore), load1(res.LoadAfter)); l > float64(runtime.NumCPU()) {
 		notes = append(notes, fmt.Sprintf("the machine was loaded by other work (1-minute load average up to %.1f on %d CPUs): wall-clock times and their ratios are unreliable (a met/missed on a ratio may be noise); CPU seconds hold better", l, runtime.NumCPU()))
 	}
-	notes = append(notes,
-		fmt.Sprintf("manifests to running: median of %d runs; the runtime polled every %s (ListContainers, state RUNNING)", o.runs, o.poll),
-		"CPU: utime+stime of the process from /proc/<pid>/stat (10 ms ticks); nodekit's and the kubelet's from t0 to all running, the floor child's from its start signal to all running",
-		"kubelet (when run): standalone, t0 once its main sync loop started and its QoS cgroups exist, plus -kubelet-settle; CPU and VmHWM of the kubelet process alone, as nodekit's (CPU of children it waited for is in the JSON)",
-		"exit to pod status: the container's finishedAt (CRI ContainerStatus) to the time the agent's status manager delivered a status showing it terminated (standalone --status-log)",
-	)
+	kubelet := false
+	for _, rc := range res.Running {
+		kubelet = kubelet || len(rc.Kubelet) > 0
+	}
+	if len(res.Running) > 0 {
+		notes = append(notes,
+			fmt.Sprintf("manifests to running: median of %d runs; the runtime polled every %s (ListContainers, state RUNNING)", o.runs, o.poll),
+			"CPU: utime+stime of the process from /proc/<pid>/stat (10 ms ticks); nodekit's and the kubelet's from t0 to all running, the floor child's from its start signal to all running",
+		)
+	}
+	if kubelet {
+		notes = append(notes, "kubelet: standalone, t0 once its main sync loop started and its QoS cgroups exist, plus -kubelet-settle; CPU and VmHWM of the kubelet process alone, as nodekit's (CPU of children it waited for is in the JSON)")
+	}
+	if len(res.Exits) > 0 {
+		notes = append(notes, "exit to pod status: the container's finishedAt (CRI ContainerStatus) to the time the agent's status manager delivered a status showing it terminated (standalone --status-log)")
+	}
 	return rs, notes
 }
 
