@@ -152,6 +152,20 @@ func TestPodUpdateDuplicateDropped(t *testing.T) {
 	dupUID := mkPod("a", "z")
 	got := c.Merge("test", set(mkPod("a", "a"), dupName, dupUID, nil, mkPod("", "nouid"), mkPod("../x", "bad"), mkPod("c", "c")))
 	expect(t, got, "ADD(test):a,c")
+	// Again on a source with state: the first of two same-UID pods wins
+	// (here a spec change), the second is dropped, c stays.
+	a2 := mkPod("a", "a")
+	a2.Spec.Containers[0].Image = "img:2"
+	got = c.Merge("test", set(a2, mkPod("a", "z"), mkPod("c", "c")))
+	expect(t, got, "UPDATE(test):a")
+	if len(got) == 1 && got[0].Pods[0].Spec.Containers[0].Image != "img:2" {
+		t.Errorf("the second same-UID pod won: %v", got[0].Pods[0].Spec.Containers[0].Image)
+	}
+	// Incremental ops check UIDs in the filter.
+	expect(t, c.Merge("test", PodUpdate{Op: ADD, Pods: []*v1.Pod{mkPod("d", "d"), mkPod("d", "e")}}), "ADD(test):d")
+	if n := len(c.MergedState()); n != 3 {
+		t.Errorf("stored %d pods, want 3 (a, c, d)", n)
+	}
 }
 
 func TestIncrementalOpsFromSource(t *testing.T) {

@@ -1,6 +1,7 @@
 package podconfig
 
 import (
+	"maps"
 	"sort"
 	"time"
 
@@ -41,9 +42,52 @@ type mergeScratch struct {
 	names map[nsName]struct{}
 	uids  map[types.UID]struct{}
 	pods  []*v1.Pod
+	slabs slabs
+	ann   annCache
+}
+
+// annCache lets consecutive new pods of one update whose annotations are
+// equal (replicas of one template, say) share one annotations map: the
+// stored pods are read-only, so one map can serve them all. It is reset
+// after every update so no sender's map is kept.
+type annCache struct {
+	in          map[string]string // the previous new pod's annotations, as sent
+	source, now string
+	out         map[string]string // what was stored for them
 }
 
 type nsName struct{ ns, name string }
+
+// slabSize bounds how many stored objects share one allocation. Objects are
+// carved from slabs so a load of thousands of pods is a few dozen
+// allocations instead of thousands; a slab lives while any object in it is
+// referenced, so a long-lived pod keeps at most slabSize-1 others' memory.
+const slabSize = 32
+
+// slabs hands out stored pods and entries from chunks sized by the caller's
+// hint (the pods left in the update), at most slabSize.
+type slabs struct {
+	pods    []v1.Pod
+	entries []entry
+}
+
+func (s *slabs) pod(hint int) *v1.Pod {
+	if len(s.pods) == 0 {
+		s.pods = make([]v1.Pod, min(max(hint, 1), slabSize))
+	}
+	p := &s.pods[0]
+	s.pods = s.pods[1:]
+	return p
+}
+
+func (s *slabs) entry(hint int) *entry {
+	if len(s.entries) == 0 {
+		s.entries = make([]entry, min(max(hint, 1), slabSize))
+	}
+	e := &s.entries[0]
+	s.entries = s.entries[1:]
+	return e
+}
 
 // sourceState is everything known about one source.
 type sourceState struct {
@@ -86,10 +130,22 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 		c.scratch.gen++
 		gen := c.scratch.gen
 		order := c.scratch.order[:0]
-		pods := c.filter(source, u.Pods)
-		for _, p := range pods {
+		pods := c.filter(source, u.Pods, false)
+		if len(st.pods) == 0 && len(pods) > 0 {
+			// A (re)load: size the map and the delivery once.
+			st.pods = make(map[types.UID]*entry, len(pods))
+			d.adds = make([]*v1.Pod, 0, len(pods))
+		}
+		for i, p := range pods {
 			old := st.pods[p.UID]
-			e := c.upsert(source, old, p, now, &d)
+			if old != nil && old.gen == gen {
+				// A UID already named by this SET (filter left UID
+				// duplicates to this check).
+				c.log.Info("dropping a pod: duplicate UID in one update",
+					zap.String("source", source), zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(p.UID)))
+				continue
+			}
+			e := c.upsert(source, old, p, now, len(pods)-i, &d)
 			e.gen = gen
 			if e != old {
 				st.pods[p.UID] = e
@@ -127,10 +183,10 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 			st.order = order
 		}
 	default: // ADD, UPDATE, DELETE, RECONCILE: upsert the given pods
-		pods := c.filter(source, u.Pods)
-		for _, p := range pods {
+		pods := c.filter(source, u.Pods, true)
+		for i, p := range pods {
 			old, existed := st.pods[p.UID]
-			st.pods[p.UID] = c.upsert(source, old, p, now, &d)
+			st.pods[p.UID] = c.upsert(source, old, p, now, len(pods)-i, &d)
 			if !existed {
 				st.order = append(st.order, p.UID)
 			}
@@ -145,8 +201,9 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 
 // filter drops nil pods, pods without a UID or name, UIDs that are not
 // safe path segments, and a second pod with the same namespace/name in one
-// update (the later one), logging why.
-func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
+// update (the later one), logging why. A SET checks duplicate UIDs itself
+// (checkUIDs false): its entries carry the SET's generation.
+func (c *PodConfig) filter(source string, pods []*v1.Pod, checkUIDs bool) []*v1.Pod {
 	out := c.scratch.pods[:0]
 	var names map[nsName]struct{}
 	var uids map[types.UID]struct{}
@@ -155,7 +212,10 @@ func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
 			c.scratch.names = make(map[nsName]struct{}, len(pods))
 			c.scratch.uids = make(map[types.UID]struct{}, len(pods))
 		}
-		names, uids = c.scratch.names, c.scratch.uids
+		names = c.scratch.names
+		if checkUIDs {
+			uids = c.scratch.uids
+		}
 	}
 	for i, p := range pods {
 		if p == nil {
@@ -181,7 +241,9 @@ func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
 				continue
 			}
 			names[key] = struct{}{}
-			uids[p.UID] = struct{}{}
+			if uids != nil {
+				uids[p.UID] = struct{}{}
+			}
 		}
 		out = append(out, p)
 	}
@@ -194,27 +256,40 @@ func (c *PodConfig) filter(source string, pods []*v1.Pod) []*v1.Pod {
 // its references to the caller's pods.
 func (c *PodConfig) doneFiltered(pods []*v1.Pod) {
 	clear(pods)
+	c.scratch.ann = annCache{}
 	c.scratch.pods = pods[:0]
 }
 
 // upsert merges incoming pod p with the stored entry old (nil if the UID is
 // new) and records the outcome in d. It returns the entry to store. Neither
-// p nor the stored pod is modified.
+// p nor the stored pod is modified. hint is how many pods of the update are
+// left (p included): the size of the next slab.
 //
 // For the API-server source a pod whose UID and non-empty resourceVersion
 // equal the stored ones is unchanged and is not fingerprinted: the API
 // server gives every write to an object (status included) a new
 // resourceVersion. Other sources (files, HTTP, tests) have no trustworthy
 // resourceVersion and are always compared by fingerprint.
-func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *diff) *entry {
+func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, hint int, d *diff) *entry {
+	sl := &c.scratch.slabs
 	if old != nil && source == SourceAPI && p.ResourceVersion != "" &&
 		p.ResourceVersion == old.pod.ResourceVersion && p.UID == old.pod.UID {
 		return old
 	}
 	if old == nil {
-		cp := withLocalAnnotations(p, p.Annotations, false, source, now, "", false)
+		var cp *v1.Pod
+		if ac := &c.scratch.ann; ac.out != nil && ac.source == source && ac.now == now && len(p.Annotations) > 0 && maps.Equal(ac.in, p.Annotations) {
+			cp = sl.pod(hint)
+			*cp = *p
+			cp.Annotations = ac.out
+		} else {
+			cp = withLocalAnnotations(sl.pod(hint), p, p.Annotations, false, source, now, "", false)
+			*ac = annCache{in: p.Annotations, source: source, now: now, out: cp.Annotations}
+		}
 		d.adds = append(d.adds, cp)
-		return &entry{pod: cp}
+		e := sl.entry(hint)
+		e.pod = cp
+		return e
 	}
 	oldSemantic, oldStatus := old.sums(c.fp)
 	semantic, status := c.fp.sums(p)
@@ -226,21 +301,25 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *
 		// fingerprints; kept current so the next resend of this object
 		// takes the shortcut above): a new stored object, the old one may
 		// be in a consumer's hands.
-		cp := *old.pod
+		cp := sl.pod(hint)
+		*cp = *old.pod
 		cp.ResourceVersion = p.ResourceVersion
 		if status != oldStatus {
 			cp.Status = p.Status
-			d.reconciles = append(d.reconciles, &cp)
+			d.reconciles = append(d.reconciles, cp)
 		}
-		return &entry{pod: &cp, semantic: semantic, statusSum: status, fpOK: true}
+		e := sl.entry(hint)
+		*e = entry{pod: cp, semantic: semantic, statusSum: status, fpOK: true}
+		return e
 	}
 	seen, hasSeen := old.pod.Annotations[ConfigSeenAnnotation]
 	mirror, hasMirror := old.pod.Annotations[ConfigMirrorAnnotation]
-	cp := withLocalAnnotations(p, p.Annotations, true, source, seen, mirror, hasMirror)
+	cp := withLocalAnnotations(sl.pod(hint), p, p.Annotations, true, source, seen, mirror, hasMirror)
 	if !hasSeen {
 		delete(cp.Annotations, ConfigSeenAnnotation)
 	}
-	e := &entry{pod: cp, semantic: semantic, statusSum: status, fpOK: true}
+	e := sl.entry(hint)
+	*e = entry{pod: cp, semantic: semantic, statusSum: status, fpOK: true}
 	if cp.DeletionTimestamp != nil {
 		d.deletes = append(d.deletes, cp)
 	} else {
@@ -249,16 +328,28 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, d *
 	return e
 }
 
-// withLocalAnnotations returns a shallow copy of p whose annotations are
+// withLocalAnnotations makes dst a shallow copy of p whose annotations are
 // ann (without the local ones when dropLocal), config.source = source,
-// config.seen = seen and, when hasMirror, config.mirror = mirror. The copy
-// shares everything else with p.
-func withLocalAnnotations(p *v1.Pod, ann map[string]string, dropLocal bool, source, seen, mirror string, hasMirror bool) *v1.Pod {
-	cp := *p
-	out := make(map[string]string, len(ann)+3)
-	for k, v := range ann {
-		if !dropLocal || !isLocalAnnotation(k) {
-			out[k] = v
+// config.seen = seen and, when hasMirror, config.mirror = mirror, and
+// returns it. The copy shares everything else with p.
+func withLocalAnnotations(dst, p *v1.Pod, ann map[string]string, dropLocal bool, source, seen, mirror string, hasMirror bool) *v1.Pod {
+	*dst = *p
+	// Cloning copies a small map's table wholesale: cheaper than
+	// inserting its entries one by one.
+	var out map[string]string
+	if len(ann) > 0 && len(ann) <= 5 {
+		out = maps.Clone(ann)
+		if dropLocal {
+			delete(out, ConfigSourceAnnotation)
+			delete(out, ConfigSeenAnnotation)
+			delete(out, ConfigMirrorAnnotation)
+		}
+	} else {
+		out = make(map[string]string, len(ann)+3)
+		for k, v := range ann {
+			if !dropLocal || !isLocalAnnotation(k) {
+				out[k] = v
+			}
 		}
 	}
 	out[ConfigSourceAnnotation] = source
@@ -266,8 +357,8 @@ func withLocalAnnotations(p *v1.Pod, ann map[string]string, dropLocal bool, sour
 	if hasMirror {
 		out[ConfigMirrorAnnotation] = mirror
 	}
-	cp.Annotations = out
-	return &cp
+	dst.Annotations = out
+	return dst
 }
 
 // shape turns a diff into the PodUpdates the mode delivers, in order.

@@ -71,7 +71,15 @@ func ValidatePod(pod *v1.Pod, static bool) error {
 // IsSafePathSegment reports whether s can be used as one path element: not
 // empty, not "." or "..", no '/', '\\' or NUL, at most 253 bytes.
 func IsSafePathSegment(s string) bool {
-	return s != "" && s != "." && s != ".." && len(s) <= 253 && !strings.ContainsAny(s, "/\\\x00")
+	if s == "" || s == "." || s == ".." || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '/' || c == '\\' || c == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func validateMeta(pod *v1.Pod) field.ErrorList {
