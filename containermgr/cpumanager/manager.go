@@ -244,7 +244,10 @@ func (m *Manager) allocateInto(s *state, pod *v1.Pod, c *v1.Container) (bool, er
 	}
 	m.mRequests.Inc()
 	reuse := reusable(*s, pod)
-	avail := s.defaultSet.Difference(m.reserved).Union(reuse)
+	avail := s.defaultSet.Difference(m.reserved)
+	if !reuse.IsEmpty() {
+		avail = avail.Union(reuse)
+	}
 	set, err := m.alloc.take(avail, n)
 	if err != nil {
 		m.mErrors.Inc()
