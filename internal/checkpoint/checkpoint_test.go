@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -342,4 +343,48 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("unexpected error %v", err)
 		}
 	})
+}
+
+// OS.CreateTemp makes a new 0600 file named by the pattern in dir on a bare
+// descriptor; the file writes, syncs and closes once; a second close fails.
+func TestOSCreateTempRawFile(t *testing.T) {
+	dir := t.TempDir()
+	seen := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		f, err := OS{}.CreateTemp(dir, ".state.tmp-*.x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := f.Name()
+		base := filepath.Base(name)
+		if filepath.Dir(name) != dir || !strings.HasPrefix(base, ".state.tmp-") || !strings.HasSuffix(base, ".x") || base == ".state.tmp-.x" || seen[base] {
+			t.Fatalf("temp name %q", name)
+		}
+		seen[base] = true
+		if n, err := f.Write([]byte("hello")); n != 5 || err != nil {
+			t.Fatalf("write: %d %v", n, err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); !errors.Is(err, fs.ErrClosed) {
+			t.Fatalf("second close: %v", err)
+		}
+		st, err := os.Stat(name)
+		if err != nil || st.Mode().Perm() != 0o600 || st.Size() != 5 {
+			t.Fatalf("stat %v %v", st, err)
+		}
+	}
+	if _, err := (OS{}).CreateTemp(filepath.Join(dir, "missing"), "x-*"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("CreateTemp in a missing dir: %v", err)
+	}
+	if err := (OS{}).SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := (OS{}).SyncDir(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("SyncDir of a missing dir: %v", err)
+	}
 }
