@@ -23,6 +23,14 @@ import (
 //
 // An endpoint that is not containerd (no event service) is logged once and
 // otherwise ignored, so the option is harmless there.
+//
+// Caveat: the pod is synced on the event, so a container restarted because
+// of it can be created and started while containerd's CRI still lists the
+// exited one as running (until its exit handling finishes, hundreds of
+// milliseconds); for that moment the runtime shows two running containers
+// for the pod (the PLEG keeps treating the old one as exited until the CRI
+// agrees). The kubelet never overlaps them: it learns of exits from the
+// CRI. examples/standalone therefore leaves this off unless asked.
 func (b *Builder) WithContainerdEvents(endpoint string) *Builder {
 	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
 		ep := endpoint
