@@ -214,6 +214,7 @@ func patchExits(st *runtime.PodStatus, exits map[string]*exitOverride) *runtime.
 		c.FinishedAt = o.exit.FinishedAt
 		c.Reason = o.exit.Reason()
 		c.Message = ""
+		c.ExitUnconfirmed = true
 		out.ContainerStatuses[i] = &c
 	}
 	if out == nil {

@@ -284,8 +284,11 @@ func TestPatchExitsCopies(t *testing.T) {
 	if got == st || st.ContainerStatuses[0].State != running {
 		t.Fatal("patchExits modified its input")
 	}
-	if c := got.ContainerStatuses[0]; c.State != exited || c.ExitCode != 1 || c.Reason != ReasonError {
-		t.Fatalf("c1 %+v", c)
+	if c := got.ContainerStatuses[0]; c.State != exited || c.ExitCode != 1 || c.Reason != ReasonError || !c.ExitUnconfirmed {
+		t.Fatalf("c1 %+v (want exited, code 1, Error, ExitUnconfirmed: the runtime checks it before a restart)", c)
+	}
+	if got.ContainerStatuses[2].ExitUnconfirmed {
+		t.Fatal("c3, exited in the CRI's own listing, is marked ExitUnconfirmed")
 	}
 	if got.ContainerStatuses[1] != st.ContainerStatuses[1] || got.ContainerStatuses[2] != st.ContainerStatuses[2] {
 		t.Fatal("patchExits changed containers it had no exit for, or one the CRI shows exited")

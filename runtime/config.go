@@ -85,6 +85,12 @@ type Config struct {
 	// HookTimeout bounds a postStart hook (preStop hooks are bounded by the
 	// grace period). Default 30s.
 	HookTimeout time.Duration
+	// ExitConfirmTimeout bounds how long SyncPod waits, before it starts a
+	// container's replacement, for the CRI to stop listing a previous
+	// instance running whose exit only the runtime's events reported
+	// (ContainerStatus.ExitUnconfirmed; containerd 1.6 lags its own
+	// /tasks/exit event by up to a few hundred milliseconds). Default 3s.
+	ExitConfirmTimeout time.Duration
 	// BackOffInitial and BackOffMax shape the crash-loop and image-pull
 	// back-offs (doubling from initial to max). Defaults 10s and 300s. An
 	// entry is forgotten 2*BackOffMax after its last update (the kubelet's
@@ -159,6 +165,7 @@ const (
 	DefaultCallTimeout        = 2 * time.Minute
 	DefaultPullTimeout        = 10 * time.Minute
 	DefaultHookTimeout        = 30 * time.Second
+	DefaultExitConfirmTimeout = 3 * time.Second
 	DefaultBackOffInitial     = 10 * time.Second
 	DefaultBackOffMax         = 300 * time.Second
 	DefaultPodLogsRoot        = "/var/log/pods"
@@ -184,6 +191,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"CallTimeout", &c.CallTimeout, DefaultCallTimeout},
 		{"PullTimeout", &c.PullTimeout, DefaultPullTimeout},
 		{"HookTimeout", &c.HookTimeout, DefaultHookTimeout},
+		{"ExitConfirmTimeout", &c.ExitConfirmTimeout, DefaultExitConfirmTimeout},
 		{"BackOffInitial", &c.BackOffInitial, DefaultBackOffInitial},
 		{"BackOffMax", &c.BackOffMax, DefaultBackOffMax},
 	} {

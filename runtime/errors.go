@@ -40,6 +40,11 @@ var (
 	ErrKillSandbox = errors.New("runtime: stop pod sandbox failed")
 	// ErrRemoveContainer: removing a container failed.
 	ErrRemoveContainer = errors.New("runtime: remove container failed")
+	// ErrExitUnconfirmed: a container's previous instance exited as the
+	// runtime's events reported, but its CRI still showed it running after
+	// ExitConfirmTimeout; its replacement is not started yet (the step
+	// is a BackoffError: the pod worker tries again about a second later).
+	ErrExitUnconfirmed = errors.New("runtime: previous instance still running in the CRI")
 	// ErrInvalidConfig: a Config field is missing or bad.
 	ErrInvalidConfig = errors.New("runtime: invalid config")
 )

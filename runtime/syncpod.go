@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -191,6 +192,11 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 				Until: last.FinishedAt.Add(delay),
 			})
 		}
+		if last.ExitUnconfirmed {
+			if err := m.awaitExitConfirmed(ctx, last.ID); err != nil {
+				return fail(err)
+			}
+		}
 		m.crashBackoff.next(key, last.FinishedAt, "")
 	}
 
@@ -334,4 +340,53 @@ func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions
 		m.reasons.set(pod.UID, c.Name, step.Reason, step.Message)
 	}
 	return true
+}
+
+// exitConfirmRetry is how soon a pod worker tries again after
+// awaitExitConfirmed gave up.
+const exitConfirmRetry = time.Second
+
+// awaitExitConfirmed waits, up to ExitConfirmTimeout, until the CRI no
+// longer reports container id running (any other state, or the container
+// gone). A previous instance whose exit came from the runtime's events may
+// still be listed running for a moment; starting its replacement then
+// would have the runtime list two running instances of one container.
+// It returns a BackoffError wrapping ErrExitUnconfirmed when the CRI still
+// shows it running at the deadline or cannot be asked, and ctx's error
+// when ctx ends first.
+func (m *Manager) awaitExitConfirmed(ctx context.Context, id string) error {
+	clk := m.cfg.Clock
+	deadline := clk.Now().Add(m.cfg.ExitConfirmTimeout)
+	delay := 10 * time.Millisecond
+	for {
+		cctx, cancel := m.callCtx(ctx)
+		resp, err := m.cfg.Runtime.ContainerStatus(cctx, id, false)
+		cancel()
+		switch {
+		case err != nil && isNotFound(err):
+			return nil
+		case err != nil:
+			return &BackoffError{Err: fmt.Errorf("%w: container %s: status: %w", ErrExitUnconfirmed, id, err), Until: clk.Now().Add(exitConfirmRetry)}
+		case resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING:
+			return nil
+		}
+		now := clk.Now()
+		if !now.Before(deadline) {
+			return &BackoffError{
+				Err:   fmt.Errorf("%w: container %s exited (runtime event) but is still running in the CRI after %v", ErrExitUnconfirmed, id, m.cfg.ExitConfirmTimeout),
+				Until: now.Add(exitConfirmRetry),
+			}
+		}
+		if left := deadline.Sub(now); delay > left {
+			delay = left
+		}
+		t := clk.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
 }

@@ -94,6 +94,11 @@ type ContainerStatus struct {
 	GracePeriod *int64
 	// LogPath is where the runtime writes the container's log, if known.
 	LogPath string
+	// ExitUnconfirmed: the exit was reported by the runtime's own events
+	// (pleg.ContainerExited) while its CRI still listed the instance
+	// running. SyncPod asks the CRI before it starts a replacement, so the
+	// runtime never lists two running instances of one container.
+	ExitUnconfirmed bool
 }
 
 // RunningPod is the part of a pod status that KillPod needs: the containers
