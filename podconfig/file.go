@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -64,9 +63,13 @@ type FileSource struct {
 	sent    bool
 	dirty   bool
 	running bool
+	reads   int // files read (tests)
 }
 
 type fileState struct {
+	// stamp is the file's metadata when it was last read, if it was old
+	// enough to be trusted (see racyWindow); zero otherwise.
+	stamp  fileStamp
 	sum    [32]byte
 	pods   []*v1.Pod // last good version; nil if it never parsed
 	good   bool      // pods came from a successful decode
@@ -102,10 +105,26 @@ func NewFileSource(cfg FileSourceConfig) (*FileSource, error) {
 // Sync reads Path once and sends a SET on Out if the pods changed since the
 // last send (the first Sync always sends, unless Path is a single file that
 // does not parse). It blocks until Out takes the update or ctx is done.
+// Every file is read.
 func (s *FileSource) Sync(ctx context.Context) error {
+	return s.sync(ctx, true)
+}
+
+// racyWindow is how old a file's last change (mtime and ctime) must be,
+// when it is read, for its metadata to vouch for its content later: file
+// times come from a coarse kernel clock, so a file rewritten with the same
+// size just after it was read can keep the same times. A file changed
+// within the window is read again by the next scan (git's "racily clean"
+// entries, the same way).
+const racyWindow = 100 * time.Millisecond
+
+// sync is Sync; with full false (a scan for file system events) a file
+// whose size, times, inode and device are those of its last read, which was
+// more than racyWindow after its last change, is not read again.
+func (s *FileSource) sync(ctx context.Context, full bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pods, send, err := s.scanLocked()
+	pods, send, err := s.scanLocked(full)
 	if err != nil {
 		return err
 	}
@@ -124,7 +143,7 @@ func (s *FileSource) Sync(ctx context.Context) error {
 
 // scanLocked reads the path and returns the pods to send and whether to
 // send them.
-func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
+func (s *FileSource) scanLocked(full bool) ([]*v1.Pod, bool, error) {
 	info, err := os.Stat(s.cfg.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -138,9 +157,11 @@ func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
 	}
 
 	var names []string
+	var stamps []fileStamp
 	single := !info.IsDir()
 	if single {
 		names = []string{s.cfg.Path}
+		stamps = []fileStamp{stampOf(info)}
 	} else {
 		entries, err := os.ReadDir(s.cfg.Path)
 		if err != nil {
@@ -155,16 +176,27 @@ func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
 			if err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
-			names = append(names, p)
+			names = append(names, p) // ReadDir returns them sorted
+			stamps = append(stamps, stampOf(fi))
 		}
-		sort.Strings(names)
 	}
 
+	now := s.cfg.Clock.Now()
 	present := make(map[string]bool, len(names))
-	for _, name := range names {
+	for i, name := range names {
+		stamp := stamps[i]
+		if !full && !stamp.isZero() {
+			if st := s.files[name]; st != nil && st.stamp == stamp {
+				present[name] = true // unchanged since it was read
+				continue
+			}
+		}
+		if !stamp.trusted(now) {
+			stamp = fileStamp{}
+		}
 		// A file removed between the listing and the read is gone, not
 		// broken: its pods go with it.
-		present[name] = !s.readFileLocked(name)
+		present[name] = !s.readFileLocked(name, stamp)
 	}
 	for name := range s.files {
 		if !present[name] {
@@ -199,7 +231,11 @@ func (s *FileSource) scanLocked() ([]*v1.Pod, bool, error) {
 
 // readFileLocked reads one manifest and updates its state. It reports
 // whether the file turned out to be gone (removed since it was listed).
-func (s *FileSource) readFileLocked(name string) (gone bool) {
+// stamp (zero: none to keep) is the file's metadata as listed before the
+// read: a change after the listing gives the next scan other metadata, so
+// it reads the file again.
+func (s *FileSource) readFileLocked(name string, stamp fileStamp) (gone bool) {
+	s.reads++
 	data, err := readLimited(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
@@ -210,6 +246,7 @@ func (s *FileSource) readFileLocked(name string) (gone bool) {
 		s.files[name] = st
 		s.dirty = true // a new file, even a broken one, changes the set of files
 	}
+	st.stamp = stamp
 	if err != nil {
 		s.reportLocked(name, st, err)
 		return false
@@ -289,8 +326,8 @@ func (s *FileSource) Run(ctx context.Context) error {
 			_ = w.Close()
 		}
 	}()
-	sync := func() {
-		if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+	sync := func(full bool) {
+		if err := s.sync(ctx, full); err != nil && ctx.Err() == nil {
 			s.log.Warn("reading static pod manifests failed", zap.String("path", s.cfg.Path), zap.Error(err))
 		}
 	}
@@ -306,7 +343,7 @@ func (s *FileSource) Run(ctx context.Context) error {
 		w = nw
 	}
 	watch()
-	sync()
+	sync(true)
 	for {
 		var events chan fsnotify.Event
 		var errs chan error
@@ -318,7 +355,7 @@ func (s *FileSource) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-ticker.C():
 			watch()
-			sync()
+			sync(true) // every Period, every file is read
 		case ev, ok := <-events:
 			if !ok {
 				_ = w.Close()
@@ -331,9 +368,10 @@ func (s *FileSource) Run(ctx context.Context) error {
 			// One scan covers every event already queued: files written
 			// in a burst (N manifests renamed in at once) cost a few scans
 			// of the directory, not N (each re-reading every file and
-			// sending every pod again).
+			// sending every pod again), and a file whose metadata is that
+			// of its last read is not read again.
 			closed := drainEvents(events)
-			sync()
+			sync(false)
 			if closed {
 				_ = w.Close()
 				w = nil

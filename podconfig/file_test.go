@@ -286,7 +286,7 @@ func TestFileRemovedBetweenListAndRead(t *testing.T) {
 	}
 	// What scanLocked does for a name it listed before the removal.
 	h.src.mu.Lock()
-	gone := h.src.readFileLocked(b)
+	gone := h.src.readFileLocked(b, fileStamp{})
 	_, kept := h.src.files[b]
 	h.src.mu.Unlock()
 	if !gone {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -15,6 +16,10 @@ func startCPUProfile(path string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	// 1 kHz instead of pprof's 100 Hz: an agent starting 30 pods uses
+	// about half a second of CPU, 50 samples at 100 Hz. StartCPUProfile
+	// then logs that the rate was already set, and keeps it.
+	runtime.SetCPUProfileRate(1000)
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
 		return nil, err
