@@ -85,7 +85,6 @@ type podLifecycle interface {
 	Cache() *pleg.Cache
 	Healthy() (bool, error)
 	RequestRelist(uid types.UID)
-	ObservePodStatus(uid types.UID, status *runtime.PodStatus)
 }
 
 var (

@@ -394,7 +394,6 @@ func (b *Builder) Build() (*Agent, error) {
 		lcfg.Cache = g.Cache()
 		lcfg.PLEGHealthy = g.Healthy
 		lcfg.RequestRelist = g.RequestRelist
-		lcfg.ObservePodStatus = g.ObservePodStatus
 	} else {
 		lcfg.Cache = pleg.NewCache(clk) // a stand-in: the Agent is discarded
 	}

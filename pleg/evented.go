@@ -142,11 +142,6 @@ func (e *EventedPLEG) RequestReinspect(uid types.UID) { e.generic.RequestReinspe
 // RequestRelist is GenericPLEG.RequestRelist.
 func (e *EventedPLEG) RequestRelist(uid types.UID) { e.generic.RequestRelist(uid) }
 
-// ObservePodStatus is GenericPLEG.ObservePodStatus.
-func (e *EventedPLEG) ObservePodStatus(uid types.UID, status *runtime.PodStatus) {
-	e.generic.ObservePodStatus(uid, status)
-}
-
 // Relist is GenericPLEG.Relist.
 func (e *EventedPLEG) Relist(ctx context.Context) error { return e.generic.Relist(ctx) }
 

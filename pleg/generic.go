@@ -109,9 +109,6 @@ type pendingEvent struct {
 type relistRequest struct {
 	uid types.UID
 	at  time.Time
-	// status, if set, is the pod's status read at at (ObservePodStatus):
-	// the relist uses it instead of reading the runtime.
-	status *runtime.PodStatus
 }
 
 // New validates cfg, fills defaults and returns a GenericPLEG. It starts
@@ -262,29 +259,6 @@ func (g *GenericPLEG) RequestRelist(uid types.UID) {
 	}
 }
 
-// ObservePodStatus hands over a status of one pod that the caller read
-// from the runtime after changing the pod (a pod worker right after its
-// sync): Run relists the pod from it as RelistPod would (events, cache,
-// exits reported by runtime events applied) without reading the runtime
-// again. status.TimeStamp must be when the read began; a zero TimeStamp
-// makes this a plain RequestRelist. The status is skipped if a global
-// relist, or another read of the pod that reached the cache, began after
-// it: those saw at least as much. It never blocks: a full queue drops it,
-// as RequestRelist does. The PLEG keeps status (a shallow copy): the
-// caller must not modify it afterwards.
-func (g *GenericPLEG) ObservePodStatus(uid types.UID, status *runtime.PodStatus) {
-	if status == nil || status.TimeStamp.IsZero() {
-		g.RequestRelist(uid)
-		return
-	}
-	cp := *status
-	select {
-	case g.requests <- relistRequest{uid: uid, at: status.TimeStamp, status: &cp}:
-	default:
-		g.log.Warn("relist request queue is full; dropping a pod status", zap.String("pod", string(uid)))
-	}
-}
-
 // Run relists at once, then again RelistPeriod after each relist ends, and
 // serves RequestRelist in between (a due global relist goes first). Relist
 // errors are logged and retried at the next period. It returns nil when ctx
@@ -342,9 +316,6 @@ func (g *GenericPLEG) Run(ctx context.Context) error {
 func (g *GenericPLEG) serve(ctx context.Context, req relistRequest) bool {
 	if !req.at.After(g.LastRelist()) {
 		return false
-	}
-	if req.status != nil {
-		return g.relistPodFrom(ctx, req.uid, req.status)
 	}
 	if err := g.RelistPod(ctx, req.uid); err != nil && ctx.Err() == nil {
 		g.log.Info("on-demand relist failed; the next relist retries", zap.String("pod", string(req.uid)), zap.Error(err))
@@ -443,33 +414,12 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
 	}
-	g.relistPodLocked(ctx, uid, r, start, status)
-	return nil
-}
-
-// relistPodFrom relists one pod from a status read at status.TimeStamp
-// (ObservePodStatus) unless a global relist or a record or observation of
-// the pod in the cache is at least as new. It reports whether it used the
-// status.
-func (g *GenericPLEG) relistPodFrom(ctx context.Context, uid types.UID, status *runtime.PodStatus) bool {
-	g.relistMu.Lock()
-	defer g.relistMu.Unlock()
-	if !status.TimeStamp.After(g.LastRelist()) || g.cache.seenSince(uid, status.TimeStamp) {
-		return false
-	}
-	g.relistPodLocked(ctx, uid, g.records[uid], status.TimeStamp, status)
-	return true
-}
-
-// relistPodLocked is RelistPod after its read: status was read at start.
-// Called with relistMu.
-func (g *GenericPLEG) relistPodLocked(ctx context.Context, uid types.UID, r *podRecord, start time.Time, status *runtime.PodStatus) {
 	status = patchExits(status, g.exits)
 	cur := podFromStatus(uid, status)
 	if r == nil {
 		if cur == nil {
 			g.cache.SetObservedTime(uid, start)
-			return
+			return nil
 		}
 		r = &podRecord{}
 		g.records[uid] = r
@@ -487,6 +437,7 @@ func (g *GenericPLEG) relistPodLocked(ctx context.Context, uid types.UID, r *pod
 	if len(g.exits) > 0 {
 		g.settleExits(uid)
 	}
+	return nil
 }
 
 // reconcile computes the events of one pod from r.old to r.current and, if

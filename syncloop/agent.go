@@ -35,7 +35,6 @@ type agent struct {
 	probes      ProbeHooks
 	pullSecrets func(ctx context.Context, pod *v1.Pod) ([]v1.Secret, error)
 	relist      func(types.UID)
-	observe     func(types.UID, *runtime.PodStatus)
 	dirs        podDirs
 	network     func() error
 	terminated  []func(ctx context.Context, pod *v1.Pod) error
@@ -138,10 +137,10 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 	}
 	res := a.rt.SyncPod(ctx, pod, rs, secrets)
 	syncErr := res.Err()
+	if len(res.Steps) > 0 {
+		a.requestRelist(pod.UID)
+	}
 	if ctx.Err() != nil {
-		if len(res.Steps) > 0 {
-			a.requestRelist(pod.UID)
-		}
 		return false, errors.Join(syncErr, ctx.Err())
 	}
 	if len(res.Steps) == 0 {
@@ -150,20 +149,11 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 		// calls per pod on every resync).
 		return false, syncErr
 	}
-	// Record what the sync did at once instead of on the next relist, and
-	// hand the same read to the PLEG (one read of the pod, not two).
-	readAt := a.clock.Now()
+	// Record what the sync did at once instead of on the next relist.
 	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		log.Debug("runtime status after sync not read", zap.Error(err))
-		a.requestRelist(pod.UID)
 		return false, syncErr
-	}
-	if fresh != nil && a.observe != nil {
-		fresh.TimeStamp = readAt
-		a.observe(pod.UID, fresh)
-	} else {
-		a.requestRelist(pod.UID)
 	}
 	st = a.generate(pod, fresh, false)
 	a.status.SetPodStatus(pod, st)

@@ -181,12 +181,6 @@ type Config struct {
 	// changed the pod in the runtime (pleg's RequestRelist), so that the
 	// cache catches up before the next relist.
 	RequestRelist func(types.UID)
-	// ObservePodStatus, if set, is given the status the agent read right
-	// after changing a pod in the runtime (its TimeStamp is when the read
-	// began), instead of RequestRelist: the PLEG relists the pod from it
-	// without reading it again (pleg's ObservePodStatus). The status must
-	// not be modified by the callee's caller afterwards, nor by the callee.
-	ObservePodStatus func(types.UID, *runtime.PodStatus)
 
 	// StatusSink receives the pod statuses; nil means a new MemorySink
 	// (see StatusSink()).
@@ -374,7 +368,6 @@ func New(cfg Config) (*Loop, error) {
 		probes:      cfg.Probes,
 		pullSecrets: cfg.PullSecrets,
 		relist:      cfg.RequestRelist,
-		observe:     cfg.ObservePodStatus,
 		dirs:        podDirs{root: cfg.Root},
 		network:     l.networkReady,
 		terminated:  cfg.PodTerminated,
