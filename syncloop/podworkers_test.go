@@ -732,7 +732,7 @@ type afterSyncRecorder struct {
 }
 
 func (r *afterSyncRecorder) AfterSync(uid types.UID) {
-	time.Sleep(time.Second)
+	<-time.After(time.Second)
 	r.mu.Lock()
 	r.at = append(r.at, time.Now())
 	r.mu.Unlock()
@@ -744,10 +744,10 @@ func TestAfterSyncRunsOnceTheSyncEndIsRecorded(t *testing.T) {
 	rec := &afterSyncRecorder{fakeSyncer: newFakeSyncer()}
 	withWorkers(t, PodWorkersConfig{Syncer: rec}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
-		time.Sleep(2 * time.Second) // AfterSync's second passes
+		<-time.After(2 * time.Second) // AfterSync's second passes (bubble time)
 		synctest.Wait()
 		e.update(SyncPodSync, newPod("1", "web"))
-		time.Sleep(2 * time.Second)
+		<-time.After(2 * time.Second)
 		synctest.Wait()
 		e.cache.mu.Lock()
 		asked := append([]time.Time(nil), e.cache.asked["1"]...)
