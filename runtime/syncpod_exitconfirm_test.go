@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
 )
@@ -68,45 +69,62 @@ func syncStepping(clk *testclock.FakeClock, pod func() SyncResult, step time.Dur
 	}
 }
 
-func TestSyncPodExitUnconfirmedConfirmedAtOnce(t *testing.T) {
+// exitTest is a pod with one container the Manager started, and the status
+// a PLEG would hand over after the runtime's events reported its exit while
+// the CRI still lists it running. The stub's calls are reset.
+type exitTest struct {
+	m   *Manager
+	cri *stubCRI
+	clk *testclock.FakeClock
+	pod *v1.Pod
+	st  *PodStatus
+	old string // the exited container's id
+}
+
+func newExitTest(t *testing.T, uid string) *exitTest {
+	t.Helper()
 	m, cri, clk := newTestManager(t, nil)
-	pod := simplePod("ev", "img:1")
+	pod := simplePod(uid, "img:1")
 	if res, _ := syncAndStatus(t, m, pod); res.Err() != nil {
 		t.Fatal(res.Err())
 	}
-	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
+	st, err := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, old := eventExited(t, st, clk.Now())
-	cri.setState(old, runtimeapi.ContainerState_CONTAINER_EXITED)
 	cri.resetCalls()
-	res := m.SyncPod(context.Background(), pod, st, nil)
+	return &exitTest{m: m, cri: cri, clk: clk, pod: pod, st: st, old: old}
+}
+
+func (x *exitTest) sync(ctx context.Context) SyncResult { return x.m.SyncPod(ctx, x.pod, x.st, nil) }
+
+func TestSyncPodExitUnconfirmedConfirmedAtOnce(t *testing.T) {
+	x := newExitTest(t, "ev")
+	x.cri.setState(x.old, runtimeapi.ContainerState_CONTAINER_EXITED)
+	x.cri.resetCalls()
+	res := x.sync(context.Background())
 	if err := res.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := cri.count("ContainerStatus"); got != 1 {
+	if got := x.cri.count("ContainerStatus"); got != 1 {
 		t.Errorf("ContainerStatus calls = %d, want 1 (the previous instance asked once)", got)
 	}
-	if got := cri.count("StartContainer"); got != 1 {
+	if got := x.cri.count("StartContainer"); got != 1 {
 		t.Errorf("StartContainer calls = %d, want 1", got)
 	}
 }
 
 func TestSyncPodExitUnconfirmedWaitsForTheCRI(t *testing.T) {
-	m, cri, clk := newTestManager(t, nil)
-	pod := simplePod("lag", "img:1")
-	if res, _ := syncAndStatus(t, m, pod); res.Err() != nil {
-		t.Fatal(res.Err())
-	}
-	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
-	st, old := eventExited(t, st, clk.Now())
-	cri.resetCalls()
+	x := newExitTest(t, "lag")
 	ctx := context.Background()
 	createdEarly := false
-	res := syncStepping(clk, func() SyncResult { return m.SyncPod(ctx, pod, st, nil) }, 10*time.Millisecond, func(n int) {
-		if cri.count("CreateContainer") > 0 {
+	res := syncStepping(x.clk, func() SyncResult { return x.sync(ctx) }, 10*time.Millisecond, func(n int) {
+		if x.cri.count("CreateContainer") > 0 {
 			createdEarly = true
 		}
 		if n == 3 { // the CRI catches up after a few polls
-			cri.setState(old, runtimeapi.ContainerState_CONTAINER_EXITED)
+			x.cri.setState(x.old, runtimeapi.ContainerState_CONTAINER_EXITED)
 		}
 	})
 	if err := res.Err(); err != nil {
@@ -115,14 +133,14 @@ func TestSyncPodExitUnconfirmedWaitsForTheCRI(t *testing.T) {
 	if createdEarly {
 		t.Error("a replacement was created while the CRI still listed the previous instance running")
 	}
-	if got := cri.count("ContainerStatus"); got < 4 {
+	if got := x.cri.count("ContainerStatus"); got < 4 {
 		t.Errorf("ContainerStatus calls = %d, want >= 4 (polled until the CRI caught up)", got)
 	}
-	if got := cri.count("StartContainer"); got != 1 {
+	if got := x.cri.count("StartContainer"); got != 1 {
 		t.Errorf("StartContainer calls = %d, want 1", got)
 	}
 	running := 0
-	for _, c := range cri.containers {
+	for _, c := range x.cri.containers {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			running++
 		}
@@ -133,93 +151,66 @@ func TestSyncPodExitUnconfirmedWaitsForTheCRI(t *testing.T) {
 }
 
 func TestSyncPodExitUnconfirmedGivesUpWithBackoff(t *testing.T) {
-	m, cri, clk := newTestManager(t, nil)
-	pod := simplePod("stuck", "img:1")
-	if res, _ := syncAndStatus(t, m, pod); res.Err() != nil {
-		t.Fatal(res.Err())
-	}
-	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
-	st, old := eventExited(t, st, clk.Now())
-	cri.resetCalls()
+	x := newExitTest(t, "stuck")
 	ctx := context.Background()
-	start := clk.Now()
-	res := syncStepping(clk, func() SyncResult { return m.SyncPod(ctx, pod, st, nil) }, 50*time.Millisecond, nil)
+	start := x.clk.Now()
+	res := syncStepping(x.clk, func() SyncResult { return x.sync(ctx) }, 50*time.Millisecond, nil)
 	err := res.Err()
 	if !errors.Is(err, ErrExitUnconfirmed) {
 		t.Fatalf("err = %v, want ErrExitUnconfirmed", err)
 	}
-	if waited := clk.Now().Sub(start); waited < DefaultExitConfirmTimeout || waited > DefaultExitConfirmTimeout+time.Second {
+	if waited := x.clk.Now().Sub(start); waited < DefaultExitConfirmTimeout || waited > DefaultExitConfirmTimeout+time.Second {
 		t.Errorf("gave up after %v, want about %v", waited, DefaultExitConfirmTimeout)
 	}
 	var b interface{ BackoffUntil() time.Time }
-	if !errors.As(err, &b) || !b.BackoffUntil().Equal(clk.Now().Add(exitConfirmRetry)) {
+	if !errors.As(err, &b) || !b.BackoffUntil().Equal(x.clk.Now().Add(exitConfirmRetry)) {
 		t.Errorf("err is not a BackoffError until now+%v: %v", exitConfirmRetry, err)
 	}
-	if n := cri.count("CreateContainer"); n != 0 {
+	if n := x.cri.count("CreateContainer"); n != 0 {
 		t.Fatalf("CreateContainer called %d times while the previous instance was running", n)
 	}
-	if r, _ := m.Reason(pod.UID, "c0"); r != "" {
+	if r, _ := x.m.Reason(x.pod.UID, "c0"); r != "" {
 		t.Errorf("waiting reason %q, want none (the container is shown exited, not failing)", r)
 	}
 
 	// The next try, once the CRI has caught up, starts the replacement;
 	// the crash-loop back-off was not charged by the failed try.
-	cri.setState(old, runtimeapi.ContainerState_CONTAINER_EXITED)
-	if res := m.SyncPod(ctx, pod, st, nil); res.Err() != nil {
+	x.cri.setState(x.old, runtimeapi.ContainerState_CONTAINER_EXITED)
+	if res := x.sync(ctx); res.Err() != nil {
 		t.Fatalf("retry: %v", res.Err())
 	}
-	if n := cri.count("StartContainer"); n != 1 {
+	if n := x.cri.count("StartContainer"); n != 1 {
 		t.Fatalf("StartContainer calls = %d, want 1", n)
 	}
 }
 
 func TestSyncPodExitUnconfirmedContainerGone(t *testing.T) {
-	m, cri, clk := newTestManager(t, nil)
-	pod := simplePod("gone", "img:1")
-	if res, _ := syncAndStatus(t, m, pod); res.Err() != nil {
-		t.Fatal(res.Err())
-	}
-	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
-	st, old := eventExited(t, st, clk.Now())
-	cri.mu.Lock()
-	delete(cri.containers, old)
-	cri.mu.Unlock()
-	if res := m.SyncPod(context.Background(), pod, st, nil); res.Err() != nil {
+	x := newExitTest(t, "gone")
+	x.cri.mu.Lock()
+	delete(x.cri.containers, x.old)
+	x.cri.mu.Unlock()
+	if res := x.sync(context.Background()); res.Err() != nil {
 		t.Fatalf("a previous instance the CRI no longer knows must not block the start: %v", res.Err())
 	}
 }
 
 func TestSyncPodExitUnconfirmedStatusError(t *testing.T) {
-	m, cri, clk := newTestManager(t, nil)
-	pod := simplePod("err", "img:1")
-	if res, _ := syncAndStatus(t, m, pod); res.Err() != nil {
-		t.Fatal(res.Err())
-	}
-	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
-	st, _ = eventExited(t, st, clk.Now())
-	cri.resetCalls()
-	cri.errs["ContainerStatus"] = errors.New("runtime unavailable")
-	res := m.SyncPod(context.Background(), pod, st, nil)
+	x := newExitTest(t, "err")
+	x.cri.errs["ContainerStatus"] = errors.New("runtime unavailable")
+	res := x.sync(context.Background())
 	if !errors.Is(res.Err(), ErrExitUnconfirmed) {
 		t.Fatalf("err = %v, want ErrExitUnconfirmed", res.Err())
 	}
-	if n := cri.count("CreateContainer"); n != 0 {
+	if n := x.cri.count("CreateContainer"); n != 0 {
 		t.Fatalf("CreateContainer called %d times though the CRI could not be asked", n)
 	}
 }
 
 func TestSyncPodExitUnconfirmedContextCancelled(t *testing.T) {
-	m, cri, clk := newTestManager(t, nil)
-	pod := simplePod("cancel", "img:1")
-	if res, _ := syncAndStatus(t, m, pod); res.Err() != nil {
-		t.Fatal(res.Err())
-	}
-	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
-	st, _ = eventExited(t, st, clk.Now())
-	cri.resetCalls()
+	x := newExitTest(t, "cancel")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan SyncResult, 1)
-	go func() { done <- m.SyncPod(ctx, pod, st, nil) }()
+	go func() { done <- x.sync(ctx) }()
 	var res SyncResult
 wait:
 	for {
@@ -228,7 +219,7 @@ wait:
 			t.Fatalf("SyncPod returned without waiting for the CRI: %v", res.Err())
 		default:
 		}
-		if clk.HasWaiters() {
+		if x.clk.HasWaiters() {
 			cancel()
 			res = <-done
 			break wait
@@ -238,7 +229,7 @@ wait:
 	if !errors.Is(res.Err(), context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", res.Err())
 	}
-	if n := cri.count("CreateContainer"); n != 0 {
+	if n := x.cri.count("CreateContainer"); n != 0 {
 		t.Fatalf("CreateContainer called %d times", n)
 	}
 }
