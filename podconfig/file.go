@@ -185,11 +185,11 @@ func (s *FileSource) scanLocked(full bool) ([]*v1.Pod, bool, error) {
 	present := make(map[string]bool, len(names))
 	for i, name := range names {
 		stamp := stamps[i]
-		if !full && !stamp.isZero() {
-			if st := s.files[name]; st != nil && st.stamp == stamp {
-				present[name] = true // unchanged since it was read
-				continue
-			}
+		// A stored stamp is zero unless it was trusted when read; a listed
+		// one never is.
+		if st := s.files[name]; !full && st != nil && st.stamp == stamp {
+			present[name] = true // unchanged since it was read
+			continue
 		}
 		if !stamp.trusted(now) {
 			stamp = fileStamp{}

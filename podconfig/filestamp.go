@@ -14,8 +14,6 @@ type fileStamp struct {
 	ino, dev     uint64
 }
 
-func (s fileStamp) isZero() bool { return s == fileStamp{} }
-
 // trusted reports whether the file's last change (mtime and ctime) is at
 // least racyWindow before now, so that a later change must show in its
 // times. A stamp without an inode (a platform whose FileInfo has none) is

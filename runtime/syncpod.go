@@ -363,7 +363,7 @@ func (m *Manager) awaitExitConfirmed(ctx context.Context, id string) error {
 		resp, err := m.cfg.Runtime.ContainerStatus(cctx, id, false)
 		cancel()
 		switch {
-		case err != nil && isNotFound(err):
+		case isNotFound(err):
 			return nil
 		case err != nil:
 			return &BackoffError{Err: fmt.Errorf("%w: container %s: status: %w", ErrExitUnconfirmed, id, err), Until: clk.Now().Add(exitConfirmRetry)}

@@ -117,7 +117,7 @@ func (a *agent) AfterSync(uid types.UID) {
 	_, ok := a.due[uid]
 	delete(a.due, uid)
 	a.dueMu.Unlock()
-	if ok && a.relist != nil {
+	if ok { // marked only when there is a relist to ask
 		a.relist(uid)
 	}
 }
