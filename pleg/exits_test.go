@@ -188,6 +188,32 @@ func TestContainerExitedNotListedYet(t *testing.T) {
 	}
 }
 
+// The same, when the pod's own on-demand relist (RelistPod: a pod worker
+// just started the container) comes before the global one: the exit still
+// counts while the CRI lists the container running, and the global relist
+// that follows reports nothing new.
+func TestContainerExitedNotListedYetRelistPodFirst(t *testing.T) {
+	f := newFixture(t, nil)
+	ch := f.g.Watch()
+	f.relist(t) // nothing yet
+
+	f.g.ContainerExited(t.Context(), ContainerExit{ID: "c1", ExitCode: 137, FinishedAt: finished, OOMKilled: true})
+	f.rt.setPods(pod("p1", ctr("c1", running)))
+	f.clock.Step(time.Millisecond)
+	if err := f.g.RelistPod(t.Context(), "p1"); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, ch, "p1/ContainerDied/c1")
+	expectExited(t, f.g, "p1", "c1", 137, ReasonOOMKilled)
+	if f.g.PendingExits() != 1 {
+		t.Fatal("the override went while the CRI lists the container running")
+	}
+	f.clock.Step(time.Second)
+	f.relist(t)
+	expectEvents(t, ch)
+	expectExited(t, f.g, "p1", "c1", 137, ReasonOOMKilled)
+}
+
 // restartPolicy Always: the replacement starts while the CRI still lists
 // the old instance running. Only the new one is reported started.
 func TestContainerExitedThenRestarted(t *testing.T) {

@@ -414,8 +414,11 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
 	}
-	status = patchExits(status, g.exits)
+	// The record is the CRI's own view, as a global relist's is; exits
+	// reported by events apply to the events and the cached status only,
+	// so that settleExits keeps them until the CRI shows them too.
 	cur := podFromStatus(uid, status)
+	status = patchExits(status, g.exits)
 	if r == nil {
 		if cur == nil {
 			g.cache.SetObservedTime(uid, start)
