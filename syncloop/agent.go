@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,17 +35,12 @@ type agent struct {
 	probes      ProbeHooks
 	pullSecrets func(ctx context.Context, pod *v1.Pod) ([]v1.Secret, error)
 	relist      func(types.UID)
-	dueMu       sync.Mutex
-	due         map[types.UID]struct{} // pods to relist after their sync (AfterSync)
 	dirs        podDirs
 	network     func() error
 	terminated  []func(ctx context.Context, pod *v1.Pod) error
 }
 
-var (
-	_ PodSyncer   = (*agent)(nil)
-	_ AfterSyncer = (*agent)(nil)
-)
+var _ PodSyncer = (*agent)(nil)
 
 // retryError is an error that asks to be retried at a given time (a
 // BackoffError).
@@ -96,28 +90,8 @@ func (a *agent) pastActiveDeadline(pod *v1.Pod, now time.Time) bool {
 	return now.Sub(start.Time) >= time.Duration(*pod.Spec.ActiveDeadlineSeconds)*time.Second
 }
 
-// requestRelist marks the pod for an on-demand relist once its sync has
-// ended (AfterSync): see AfterSyncer for why not at once.
 func (a *agent) requestRelist(uid types.UID) {
-	if a.relist == nil {
-		return
-	}
-	a.dueMu.Lock()
-	if a.due == nil {
-		a.due = make(map[types.UID]struct{})
-	}
-	a.due[uid] = struct{}{}
-	a.dueMu.Unlock()
-}
-
-// AfterSync asks the PLEG to relist the pod if its sync changed it in the
-// runtime; the pod workers call it once they recorded the sync's end.
-func (a *agent) AfterSync(uid types.UID) {
-	a.dueMu.Lock()
-	_, ok := a.due[uid]
-	delete(a.due, uid)
-	a.dueMu.Unlock()
-	if ok { // marked only when there is a relist to ask
+	if a.relist != nil {
 		a.relist(uid)
 	}
 }

@@ -132,18 +132,6 @@ type PodSyncer interface {
 	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error
 }
 
-// AfterSyncer may be implemented by a PodSyncer: the pod workers call
-// AfterSync after each sync of a pod (of any kind, failed or not) once they
-// have recorded when it ended. The next sync of the pod waits for a cache
-// record newer than that moment, so this is where a syncer asks the PLEG
-// to read what the sync changed: a read it requested during the sync may
-// be served before the sync ends, and then does not count (the next sync
-// would wait for the next relist). The kubelet's SyncPod returns a
-// postSync func for the same reason.
-type AfterSyncer interface {
-	AfterSync(uid types.UID)
-}
-
 // PodCache is the runtime pod status cache the workers read before every sync
 // (pleg's cache satisfies it).
 type PodCache interface {

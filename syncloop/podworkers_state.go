@@ -563,9 +563,6 @@ func (p *PodWorkers) runSync(ctx context.Context, uid types.UID, wk work, lastSy
 		isTerminal, err = p.syncer.SyncPod(ctx, wk.opts.UpdateType, wk.opts.Pod, wk.opts.MirrorPod, status)
 	}
 	*lastSync = p.clock.Now()
-	if as, ok := p.syncer.(AfterSyncer); ok {
-		as.AfterSync(uid)
-	}
 	if p.duration != nil && op != "" {
 		p.duration.WithLabelValues(op).Observe(lastSync.Sub(start).Seconds())
 	}

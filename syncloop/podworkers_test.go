@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -718,51 +717,6 @@ func TestUpdatePodBadInput(t *testing.T) {
 		synctest.Wait()
 		if k.PodTerminationGracePeriodSecondsOverride != nil {
 			t.Fatal("caller's KillPodOptions mutated")
-		}
-	})
-}
-
-// afterSyncRecorder is a syncer with AfterSync: it records when AfterSync
-// ran, after taking a (bubble) second, so that a lastSync recorded after
-// it would be later than the recorded time.
-type afterSyncRecorder struct {
-	*fakeSyncer
-	mu sync.Mutex
-	at []time.Time
-}
-
-func (r *afterSyncRecorder) AfterSync(uid types.UID) {
-	<-time.After(time.Second)
-	r.mu.Lock()
-	r.at = append(r.at, time.Now())
-	r.mu.Unlock()
-}
-
-// AfterSync runs after every sync, once the sync's end is recorded: the
-// next sync asks the cache for a status newer than a moment before it.
-func TestAfterSyncRunsOnceTheSyncEndIsRecorded(t *testing.T) {
-	rec := &afterSyncRecorder{fakeSyncer: newFakeSyncer()}
-	withWorkers(t, PodWorkersConfig{Syncer: rec}, func(t *testing.T, e *env) {
-		e.update(SyncPodCreate, newPod("1", "web"))
-		<-time.After(2 * time.Second) // AfterSync's second passes (bubble time)
-		synctest.Wait()
-		e.update(SyncPodSync, newPod("1", "web"))
-		<-time.After(2 * time.Second)
-		synctest.Wait()
-		e.cache.mu.Lock()
-		asked := append([]time.Time(nil), e.cache.asked["1"]...)
-		e.cache.mu.Unlock()
-		rec.mu.Lock()
-		at := append([]time.Time(nil), rec.at...)
-		rec.mu.Unlock()
-		if len(at) != 2 || len(asked) != 2 {
-			t.Fatalf("AfterSync at %v, GetNewerThan at %v: want two of each", at, asked)
-		}
-		if !asked[1].Before(at[0]) {
-			t.Fatalf("the second sync asked for a status newer than %v, not before AfterSync ran (%v): the sync's end was recorded after AfterSync", asked[1], at[0])
-		}
-		if got := rec.history("1"); fmt.Sprint(got) != "[1:sync(create) 1:sync(sync)]" {
-			t.Fatalf("history %v", got)
 		}
 	})
 }
