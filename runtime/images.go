@@ -41,13 +41,18 @@ func pullPolicy(c *v1.Container) v1.PullPolicy {
 }
 
 // ensureImage makes the container's image present per its pull policy and
-// returns the reference to create the container from. Errors wrap
-// ErrImageNeverPull, ErrImageInspect, ErrImagePull or ErrImagePullBackOff.
-func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+// returns the reference to create the container from. present holds the
+// references of images this sync round already found present (nil: none).
+// Errors wrap ErrImageNeverPull, ErrImageInspect, ErrImagePull or
+// ErrImagePullBackOff.
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig, present map[string]string) (string, error) {
 	image, _ := imageWithDefaultTag(c.Image)
 	policy := pullPolicy(c)
 	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
 
+	if ref := present[image]; ref != "" && policy != v1.PullAlways {
+		return ref, nil
+	}
 	if policy != v1.PullAlways {
 		cctx, cancel := m.callCtx(ctx)
 		resp, err := m.cfg.Images.ImageStatus(cctx, spec, false)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,8 +69,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 	podIPs := status.IPs
 	sandboxID := actions.SandboxID
 	var sandboxCfg *runtimeapi.PodSandboxConfig
-	if actions.CreateSandbox && m.neverPullBlocksStart(ctx, pod, actions, &res) {
-		return res
+	var images map[string]string
+	if actions.CreateSandbox {
+		var blocked bool
+		if blocked, images = m.neverPullBlocksStart(ctx, pod, actions, &res); blocked {
+			return res
+		}
 	}
 	if actions.CreateSandbox {
 		var err error
@@ -91,16 +96,22 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 			res.add(StepResult{Action: ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
 			return res
 		}
-		cctx, cancel = m.callCtx(ctx)
-		resp, err := m.cfg.Runtime.PodSandboxStatus(cctx, sandboxID, false)
-		cancel()
-		if err == nil && resp.GetStatus() == nil {
-			err = errors.New("empty sandbox status")
-		}
-		if err != nil {
-			err = fmt.Errorf("%w: status of new sandbox %s: %w", ErrCreateSandbox, sandboxID, err)
-			res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID, Err: err, Message: err.Error()})
-			return res
+		// A pod on the pod network needs its new IPs (for the containers'
+		// environment); a host-network pod's are the node's, so its
+		// sandbox's status is left to the read after the sync.
+		var resp *runtimeapi.PodSandboxStatusResponse
+		if !pod.Spec.HostNetwork {
+			cctx, cancel = m.callCtx(ctx)
+			resp, err = m.cfg.Runtime.PodSandboxStatus(cctx, sandboxID, false)
+			cancel()
+			if err == nil && resp.GetStatus() == nil {
+				err = errors.New("empty sandbox status")
+			}
+			if err != nil {
+				err = fmt.Errorf("%w: status of new sandbox %s: %w", ErrCreateSandbox, sandboxID, err)
+				res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID, Err: err, Message: err.Error()})
+				return res
+			}
 		}
 		res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID})
 		if !pod.Spec.HostNetwork {
@@ -123,7 +134,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 		}
 	}
 
-	sc := startContext{pod: pod, status: status, secrets: pullSecrets, sandboxID: sandboxID, sandboxCfg: sandboxCfg, podIPs: podIPs}
+	sc := startContext{pod: pod, status: status, secrets: pullSecrets, sandboxID: sandboxID, sandboxCfg: sandboxCfg, podIPs: podIPs, images: images}
 	for _, i := range actions.InitContainersToStart {
 		c := &pod.Spec.InitContainers[i]
 		typ := ContainerTypeInit
@@ -148,6 +159,8 @@ type startContext struct {
 	sandboxID  string
 	sandboxCfg *runtimeapi.PodSandboxConfig
 	podIPs     []string
+	// images are the references of images found present this round.
+	images map[string]string
 }
 
 func findStatusByID(s *PodStatus, id string) *ContainerStatus {
@@ -200,7 +213,7 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 		m.crashBackoff.next(key, last.FinishedAt, "")
 	}
 
-	imageRef, err := m.ensureImage(ctx, pod, c, sc.secrets, sc.sandboxCfg)
+	imageRef, err := m.ensureImage(ctx, pod, c, sc.secrets, sc.sandboxCfg, sc.images)
 	if err != nil {
 		return fail(err)
 	}
@@ -307,7 +320,9 @@ func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, res 
 // because every container to start has pull policy Never and its image is
 // absent. Then no sandbox is made (a sandbox nothing can run in is only
 // churn); each container gets its ErrImageNeverPull step and reason.
-func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions PodActions, res *SyncResult) bool {
+// present maps the images it found present to their references, for
+// ensureImage to use in this round instead of asking again.
+func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions PodActions, res *SyncResult) (blocked bool, present map[string]string) {
 	var toStart []*v1.Container
 	for _, i := range actions.InitContainersToStart {
 		toStart = append(toStart, &pod.Spec.InitContainers[i])
@@ -318,28 +333,41 @@ func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions
 		}
 	}
 	if len(toStart) == 0 {
-		return false
+		return false, nil
 	}
 	var errs []error
 	for _, c := range toStart {
 		if pullPolicy(c) != v1.PullNever {
-			return false
+			return false, present
 		}
 		image, _ := imageWithDefaultTag(c.Image)
+		if present[image] != "" {
+			continue
+		}
 		cctx, cancel := m.callCtx(ctx)
 		resp, err := m.cfg.Images.ImageStatus(cctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}, false)
 		cancel()
-		if err != nil || resp.GetImage() != nil {
-			return false // present, or unknown: let the normal path decide
+		if err != nil {
+			return false, present // unknown: let the normal path decide
+		}
+		if img := resp.GetImage(); img != nil {
+			if present == nil {
+				present = make(map[string]string)
+			}
+			present[image] = cmp.Or(img.GetId(), image)
+			continue // present
 		}
 		errs = append(errs, fmt.Errorf("%w: container image %q is not present with pull policy of Never", ErrImageNeverPull, image))
+	}
+	if len(errs) < len(toStart) {
+		return false, present // some image is present: that container can start
 	}
 	for i, c := range toStart {
 		step := StepResult{Action: ActionStartContainer, Target: c.Name, Err: errs[i], Reason: ReasonErrImageNeverPull, Message: errs[i].Error()}
 		res.add(step)
 		m.reasons.set(pod.UID, c.Name, step.Reason, step.Message)
 	}
-	return true
+	return true, nil
 }
 
 // exitConfirmRetry is how soon a pod worker tries again after

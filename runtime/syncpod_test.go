@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -472,3 +473,36 @@ type allRemovable struct{}
 
 func (allRemovable) ShouldPodContentBeRemoved(uid types.UID) bool { return true }
 func (allRemovable) ShouldPodRuntimeBeRemoved(uid types.UID) bool { return true }
+
+// The calls of a first sync: a host-network pod's new sandbox is not asked
+// for its status (its IPs are the node's), a pod-network one's is; an
+// image with pull policy Never is asked about once per round, not once
+// before the sandbox and again before the container.
+func TestSyncPodFirstSyncCalls(t *testing.T) {
+	for _, hostNetwork := range []bool{true, false} {
+		m, cri, _ := newTestManager(t, nil)
+		cri.mu.Lock()
+		cri.images["img:1"] = true
+		cri.mu.Unlock()
+		pod := simplePod("a", "img:1", "img:1")
+		pod.Spec.HostNetwork = hostNetwork
+		for i := range pod.Spec.Containers {
+			pod.Spec.Containers[i].ImagePullPolicy = v1.PullNever
+		}
+		cri.resetCalls()
+		res := m.SyncPod(context.Background(), pod, &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, nil)
+		if err := res.Err(); err != nil {
+			t.Fatal(err)
+		}
+		cri.mu.Lock()
+		got := append([]string(nil), cri.calls...)
+		cri.mu.Unlock()
+		want := []string{"ImageStatus", "RunPodSandbox", "PodSandboxStatus", "CreateContainer", "StartContainer", "CreateContainer", "StartContainer"}
+		if hostNetwork {
+			want = slices.Delete(want, 2, 3)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("hostNetwork=%v: calls %v, want %v", hostNetwork, got, want)
+		}
+	}
+}
