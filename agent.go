@@ -85,6 +85,9 @@ type podLifecycle interface {
 	Cache() *pleg.Cache
 	Healthy() (bool, error)
 	RequestRelist(uid types.UID)
+	ObservePodStatus(uid types.UID, status *runtime.PodStatus)
+	HoldPod(uid types.UID)
+	ReleasePod(uid types.UID)
 }
 
 var (

@@ -394,6 +394,8 @@ func (b *Builder) Build() (*Agent, error) {
 		lcfg.Cache = g.Cache()
 		lcfg.PLEGHealthy = g.Healthy
 		lcfg.RequestRelist = g.RequestRelist
+		lcfg.ObservePodStatus = g.ObservePodStatus
+		lcfg.HoldPod, lcfg.ReleasePod = g.HoldPod, g.ReleasePod
 	} else {
 		lcfg.Cache = pleg.NewCache(clk) // a stand-in: the Agent is discarded
 	}

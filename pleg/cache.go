@@ -108,6 +108,15 @@ func (c *Cache) SetObservedTime(uid types.UID, timestamp time.Time) {
 	c.notifyLocked(uid, timestamp)
 }
 
+// seenSince reports whether the cache holds a record of the pod modified
+// or observed at or after t.
+func (c *Cache) seenSince(uid types.UID, t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.pods[uid]
+	return ok && (!e.modified.Before(t) || !e.observed.Before(t))
+}
+
 // Delete forgets the pod's record: Get then returns an empty status.
 func (c *Cache) Delete(uid types.UID) {
 	c.mu.Lock()

@@ -142,6 +142,17 @@ func (e *EventedPLEG) RequestReinspect(uid types.UID) { e.generic.RequestReinspe
 // RequestRelist is GenericPLEG.RequestRelist.
 func (e *EventedPLEG) RequestRelist(uid types.UID) { e.generic.RequestRelist(uid) }
 
+// HoldPod is GenericPLEG.HoldPod.
+func (e *EventedPLEG) HoldPod(uid types.UID) { e.generic.HoldPod(uid) }
+
+// ReleasePod is GenericPLEG.ReleasePod.
+func (e *EventedPLEG) ReleasePod(uid types.UID) { e.generic.ReleasePod(uid) }
+
+// ObservePodStatus is GenericPLEG.ObservePodStatus.
+func (e *EventedPLEG) ObservePodStatus(uid types.UID, status *runtime.PodStatus) {
+	e.generic.ObservePodStatus(uid, status)
+}
+
 // Relist is GenericPLEG.Relist.
 func (e *EventedPLEG) Relist(ctx context.Context) error { return e.generic.Relist(ctx) }
 

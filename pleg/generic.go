@@ -3,6 +3,7 @@ package pleg
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,10 @@ type GenericPLEG struct {
 	threshold  time.Duration
 	lastRelist time.Time
 	reinspect  map[types.UID]struct{}
+	// held counts HoldPod calls not yet released, per pod; holding is
+	// their total, read without mu when no pod is held.
+	held    map[types.UID]int
+	holding atomic.Int64
 
 	relistMu sync.Mutex // serialises relists; guards the fields below
 	records  map[types.UID]*podRecord
@@ -109,6 +114,9 @@ type pendingEvent struct {
 type relistRequest struct {
 	uid types.UID
 	at  time.Time
+	// status, if set, is the pod's status read at at (ObservePodStatus):
+	// the relist uses it instead of reading the runtime.
+	status *runtime.PodStatus
 }
 
 // New validates cfg, fills defaults and returns a GenericPLEG. It starts
@@ -164,6 +172,7 @@ func New(cfg Config) (*GenericPLEG, error) {
 		period:       cfg.RelistPeriod,
 		threshold:    cfg.RelistThreshold,
 		reinspect:    make(map[types.UID]struct{}),
+		held:         make(map[types.UID]int),
 		records:      make(map[types.UID]*podRecord),
 		reinspectNow: make(map[types.UID]struct{}),
 		exits:        make(map[string]*exitOverride),
@@ -259,6 +268,76 @@ func (g *GenericPLEG) RequestRelist(uid types.UID) {
 	}
 }
 
+// ObservePodStatus hands over a status of one pod that the caller read
+// from the runtime after changing the pod (a pod worker right after its
+// sync): Run relists the pod from it as RelistPod would (events, cache,
+// exits reported by runtime events applied) without reading the runtime
+// again. status.TimeStamp must be when the read began; a zero TimeStamp
+// makes this a plain RequestRelist. The status is skipped if a global
+// relist, or another read of the pod that reached the cache, began after
+// it: those saw at least as much. It never blocks: a full queue drops it,
+// as RequestRelist does. The PLEG keeps status (a shallow copy): the
+// caller must not modify it afterwards.
+func (g *GenericPLEG) ObservePodStatus(uid types.UID, status *runtime.PodStatus) {
+	if status == nil || status.TimeStamp.IsZero() {
+		g.RequestRelist(uid)
+		return
+	}
+	cp := *status
+	select {
+	case g.requests <- relistRequest{uid: uid, at: status.TimeStamp, status: &cp}:
+	default:
+		g.log.Warn("relist request queue is full; dropping a pod status", zap.String("pod", string(uid)))
+	}
+}
+
+// HoldPod tells the PLEG that the caller is changing the pod in the runtime
+// (a pod worker's sync) and will read it afterwards (ObservePodStatus or
+// RequestRelist): until the matching ReleasePod, global relists leave the
+// pod out. They neither read it nor send its events; the first relist
+// after the release (or the status handed over) compares it with the
+// listing before the hold, so no change is lost. Holds nest; every HoldPod
+// needs one ReleasePod.
+//
+// A pod worker must not take a cache time from a relist that left its pod
+// out: it waits for a status at least as new as a time taken after
+// ReleasePod (which every such relist began before).
+func (g *GenericPLEG) HoldPod(uid types.UID) {
+	g.mu.Lock()
+	g.held[uid]++
+	g.holding.Add(1)
+	g.mu.Unlock()
+}
+
+// ReleasePod ends one HoldPod of the pod; without a hold it does nothing.
+func (g *GenericPLEG) ReleasePod(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, ok := g.held[uid]
+	if !ok {
+		return
+	}
+	if n <= 1 {
+		delete(g.held, uid)
+	} else {
+		g.held[uid] = n - 1
+	}
+	g.holding.Add(-1)
+}
+
+// heldPods returns the pods held now, or nil if none is.
+func (g *GenericPLEG) heldPods() map[types.UID]int {
+	if g.holding.Load() == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.held) == 0 {
+		return nil
+	}
+	return maps.Clone(g.held)
+}
+
 // Run relists at once, then again RelistPeriod after each relist ends, and
 // serves RequestRelist in between (a due global relist goes first). Relist
 // errors are logged and retried at the next period. It returns nil when ctx
@@ -317,6 +396,9 @@ func (g *GenericPLEG) serve(ctx context.Context, req relistRequest) bool {
 	if !req.at.After(g.LastRelist()) {
 		return false
 	}
+	if req.status != nil {
+		return g.relistPodFrom(ctx, req.uid, req.status)
+	}
 	if err := g.RelistPod(ctx, req.uid); err != nil && ctx.Err() == nil {
 		g.log.Info("on-demand relist failed; the next relist retries", zap.String("pod", string(req.uid)), zap.Error(err))
 	}
@@ -372,7 +454,14 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 			g.records[p.ID] = &podRecord{current: p}
 		}
 	}
+	// Pods held (being changed by their worker) are left out; see HoldPod.
+	// The set is taken after the listing began, so a pod left out was
+	// released after start.
+	held := g.heldPods()
 	for uid, r := range g.records {
+		if _, ok := held[uid]; ok {
+			continue // its reinspect flag, if any, waits for the next relist
+		}
 		_, reinspect := g.reinspectNow[uid]
 		if reinspect {
 			delete(g.reinspectNow, uid)
@@ -414,6 +503,27 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
 	}
+	g.relistPodLocked(ctx, uid, r, start, status)
+	return nil
+}
+
+// relistPodFrom relists one pod from a status read at status.TimeStamp
+// (ObservePodStatus) unless a global relist or a record or observation of
+// the pod in the cache is at least as new. It reports whether it used the
+// status.
+func (g *GenericPLEG) relistPodFrom(ctx context.Context, uid types.UID, status *runtime.PodStatus) bool {
+	g.relistMu.Lock()
+	defer g.relistMu.Unlock()
+	if !status.TimeStamp.After(g.LastRelist()) || g.cache.seenSince(uid, status.TimeStamp) {
+		return false
+	}
+	g.relistPodLocked(ctx, uid, g.records[uid], status.TimeStamp, status)
+	return true
+}
+
+// relistPodLocked is RelistPod after its read: status was read at start.
+// Called with relistMu.
+func (g *GenericPLEG) relistPodLocked(ctx context.Context, uid types.UID, r *podRecord, start time.Time, status *runtime.PodStatus) {
 	// The record is the CRI's own view, as a global relist's is; exits
 	// reported by events apply to the events and the cached status only,
 	// so that settleExits keeps them until the CRI shows them too.
@@ -422,7 +532,7 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 	if r == nil {
 		if cur == nil {
 			g.cache.SetObservedTime(uid, start)
-			return nil
+			return
 		}
 		r = &podRecord{}
 		g.records[uid] = r
@@ -440,7 +550,6 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 	if len(g.exits) > 0 {
 		g.settleExits(uid)
 	}
-	return nil
 }
 
 // reconcile computes the events of one pod from r.old to r.current and, if

@@ -541,3 +541,170 @@ func TestReorderedListingIsSilent(t *testing.T) {
 	f.relist(t)
 	expectEvents(t, f.g.Watch())
 }
+
+// A status the caller read after changing a pod is used as RelistPod would
+// use its own read: events and cache, no read of the runtime.
+func TestObservePodStatus(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", exited)))
+	f.relist(t)
+	_ = drain(f.g.Watch())
+	calls := f.rt.calls("p")
+
+	f.clock.Step(time.Second)
+	readAt := f.clock.Now()
+	st := &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: readAt, ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "c2", Name: "n-c2", State: running}, {ID: "c1", Name: "n-c1", State: exited},
+	}}
+	f.g.ObservePodStatus("p", st)
+	f.clock.Step(time.Millisecond)
+	if !f.g.serve(t.Context(), <-f.g.requests) {
+		t.Fatal("a status read after the last relist was not used")
+	}
+	if f.rt.calls("p") != calls {
+		t.Fatal("the PLEG read the pod again")
+	}
+	expectEvents(t, f.g.Watch(), "p/ContainerStarted/c2")
+	got, err := f.g.Cache().GetNewerThan(t.Context(), "p", readAt.Add(-time.Nanosecond))
+	if err != nil || len(got.ContainerStatuses) != 2 || got.ContainerStatuses[0].ID != "c2" || !got.TimeStamp.Equal(readAt) {
+		t.Fatalf("cache %+v, %v", got, err)
+	}
+
+	// The next global relist, listing the same, sends nothing again.
+	f.rt.setPods(pod("p", ctr("c2", running), ctr("c1", exited)))
+	f.relist(t)
+	expectEvents(t, f.g.Watch())
+}
+
+func TestObservePodStatusStale(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)))
+	f.relist(t)
+	_ = drain(f.g.Watch())
+	status := func(at time.Time) *runtime.PodStatus {
+		return &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: at, ContainerStatuses: []*runtime.ContainerStatus{
+			{ID: "c1", Name: "n-c1", State: exited},
+		}}
+	}
+
+	// Read before the last global relist began: that relist saw more.
+	f.g.ObservePodStatus("p", status(f.clock.Now().Add(-time.Millisecond)))
+	if f.g.serve(t.Context(), <-f.g.requests) {
+		t.Fatal("a status read before the last global relist was used")
+	}
+
+	// Read before a newer read of the pod reached the cache.
+	f.clock.Step(time.Second)
+	old := f.clock.Now()
+	f.clock.Step(time.Second)
+	f.rt.setPods(pod("p", ctr("c1", running), ctr("c3", running)))
+	if err := f.g.RelistPod(t.Context(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, f.g.Watch(), "p/ContainerStarted/c3")
+	f.g.ObservePodStatus("p", status(old.Add(time.Millisecond)))
+	if f.g.serve(t.Context(), <-f.g.requests) {
+		t.Fatal("a status older than the cached record was used")
+	}
+	expectEvents(t, f.g.Watch())
+	if got, _ := f.g.Cache().Get("p"); len(got.ContainerStatuses) != 2 {
+		t.Fatalf("the stale status replaced the cached one: %+v", got)
+	}
+
+	// No read time: a plain on-demand relist that reads the pod.
+	calls := f.rt.calls("p")
+	f.clock.Step(time.Second)
+	f.g.ObservePodStatus("p", &runtime.PodStatus{ID: "p"})
+	f.clock.Step(time.Millisecond)
+	if !f.g.serve(t.Context(), <-f.g.requests) || f.rt.calls("p") != calls+1 {
+		t.Fatal("a status without TimeStamp did not become a relist of the pod")
+	}
+}
+
+// An exit reported by runtime events applies to a handed-over status too.
+func TestObservePodStatusAppliesPendingExits(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)))
+	f.relist(t)
+	_ = drain(f.g.Watch())
+	f.g.ContainerExited(t.Context(), ContainerExit{ID: "c1", ExitCode: 2, FinishedAt: f.clock.Now()})
+	expectEvents(t, f.g.Watch(), "p/ContainerDied/c1")
+
+	f.clock.Step(time.Second)
+	f.g.ObservePodStatus("p", &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: f.clock.Now(),
+		ContainerStatuses: []*runtime.ContainerStatus{{ID: "c1", Name: "n-c1", State: running}}})
+	f.clock.Step(time.Millisecond)
+	if !f.g.serve(t.Context(), <-f.g.requests) {
+		t.Fatal("not served")
+	}
+	expectEvents(t, f.g.Watch()) // no ContainerStarted for the exited one
+	got, _ := f.g.Cache().Get("p")
+	if c := got.ContainerStatuses[0]; c.State != exited || c.ExitCode != 2 || !c.ExitUnconfirmed {
+		t.Fatalf("cached %+v, want the event's exit applied", c)
+	}
+}
+
+// A held pod is left out of global relists (no read, no events, its
+// reinspect flag kept) until it is released as often as it was held; the
+// first relist after that sends what changed meanwhile.
+func TestHoldPod(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.setPods(pod("p", ctr("c1", running)), pod("q", ctr("d1", running)))
+	f.relist(t)
+	_ = drain(f.g.Watch())
+
+	f.g.HoldPod("p")
+	f.g.HoldPod("p")
+	f.g.RequestReinspect("p")
+	f.rt.setPods(pod("p", ctr("c1", exited), ctr("c2", running)), pod("q", ctr("d1", exited)))
+	calls := f.rt.calls("p")
+	f.clock.Step(time.Second)
+	f.relist(t)
+	expectEvents(t, f.g.Watch(), "q/ContainerDied/d1")
+	if f.rt.calls("p") != calls {
+		t.Fatal("a relist read a held pod")
+	}
+
+	f.g.ReleasePod("p")
+	f.clock.Step(time.Second)
+	f.relist(t)
+	expectEvents(t, f.g.Watch()) // still held once
+
+	f.g.ReleasePod("p")
+	f.g.ReleasePod("p") // one too many: ignored
+	f.g.ReleasePod("x") // never held: ignored
+	f.clock.Step(time.Second)
+	f.relist(t)
+	expectEvents(t, f.g.Watch(), "p/ContainerDied/c1", "p/ContainerStarted/c2")
+	if f.rt.calls("p") != calls+1 {
+		t.Fatalf("pod read %d times after the release, want 1", f.rt.calls("p")-calls)
+	}
+	if got, _ := f.g.Cache().Get("p"); len(got.ContainerStatuses) != 2 {
+		t.Fatalf("cache %+v", got)
+	}
+	// Nothing changed: the next relist reads nothing.
+	f.clock.Step(time.Second)
+	f.relist(t)
+	expectEvents(t, f.g.Watch())
+	if f.rt.calls("p") != calls+1 {
+		t.Fatal("the pod was read again with nothing changed")
+	}
+
+	// A reinspect flag a relist took while the pod was held is kept for
+	// the first relist after the release.
+	f.g.HoldPod("p")
+	f.g.RequestReinspect("p")
+	f.clock.Step(time.Second)
+	f.relist(t)
+	f.g.ReleasePod("p")
+	expectEvents(t, f.g.Watch())
+	f.clock.Step(time.Second)
+	f.relist(t)
+	expectEvents(t, f.g.Watch(), "p/PodSync")
+	if f.rt.calls("p") != calls+2 {
+		t.Fatal("the reinspected pod was not read")
+	}
+	if f.g.holding.Load() != 0 {
+		t.Fatalf("holding = %d after every release", f.g.holding.Load())
+	}
+}

@@ -35,6 +35,9 @@ type agent struct {
 	probes      ProbeHooks
 	pullSecrets func(ctx context.Context, pod *v1.Pod) ([]v1.Secret, error)
 	relist      func(types.UID)
+	observe     func(types.UID, *runtime.PodStatus)
+	hold        func(types.UID)
+	release     func(types.UID)
 	dirs        podDirs
 	network     func() error
 	terminated  []func(ctx context.Context, pod *v1.Pod) error
@@ -90,6 +93,44 @@ func (a *agent) pastActiveDeadline(pod *v1.Pod, now time.Time) bool {
 	return now.Sub(start.Time) >= time.Duration(*pod.Spec.ActiveDeadlineSeconds)*time.Second
 }
 
+// changing runs change, which changes the pod in the runtime, with the
+// pod held in the PLEG (its relists leave the pod alone meanwhile: what
+// they would read is about to change, and the agent reads the pod after),
+// then tells the pod worker that the runtime reflects the sync from now on.
+// The time is taken after the release, so that a relist that left the pod
+// out began before it: its cache time cannot serve the next sync.
+func (a *agent) changing(ctx context.Context, uid types.UID, change func()) {
+	if a.hold != nil && a.release != nil {
+		a.hold(uid)
+		defer func() {
+			a.release(uid)
+			markRuntimeSynced(ctx, a.clock.Now())
+		}()
+	} else {
+		defer func() { markRuntimeSynced(ctx, a.clock.Now()) }()
+	}
+	change()
+}
+
+// readChanged reads the status of a pod the agent just changed and hands
+// it to the PLEG (timestamped with the start of the read), which relists
+// the pod from it without reading it again. Without a PLEG to hand it to,
+// or if the read fails, it asks for the pod to be relisted.
+func (a *agent) readChanged(ctx context.Context, pod *v1.Pod) (*runtime.PodStatus, error) {
+	readAt := a.clock.Now()
+	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil || fresh == nil || a.observe == nil {
+		a.requestRelist(pod.UID)
+		if err == nil && fresh == nil {
+			fresh = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		}
+		return fresh, err
+	}
+	fresh.TimeStamp = readAt
+	a.observe(pod.UID, fresh)
+	return fresh, nil
+}
+
 func (a *agent) requestRelist(uid types.UID) {
 	if a.relist != nil {
 		a.relist(uid)
@@ -135,12 +176,13 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 		}
 		secrets = s
 	}
-	res := a.rt.SyncPod(ctx, pod, rs, secrets)
+	var res runtime.SyncResult
+	a.changing(ctx, pod.UID, func() { res = a.rt.SyncPod(ctx, pod, rs, secrets) })
 	syncErr := res.Err()
-	if len(res.Steps) > 0 {
-		a.requestRelist(pod.UID)
-	}
 	if ctx.Err() != nil {
+		if len(res.Steps) > 0 {
+			a.requestRelist(pod.UID)
+		}
 		return false, errors.Join(syncErr, ctx.Err())
 	}
 	if len(res.Steps) == 0 {
@@ -149,8 +191,9 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 		// calls per pod on every resync).
 		return false, syncErr
 	}
-	// Record what the sync did at once instead of on the next relist.
-	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	// Record what the sync did at once instead of on the next relist, and
+	// hand the same read to the PLEG (one read of the pod, not two).
+	fresh, err := a.readChanged(ctx, pod)
 	if err != nil {
 		log.Debug("runtime status after sync not read", zap.Error(err))
 		return false, syncErr
@@ -178,14 +221,15 @@ func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 	if rs != nil {
 		running = rs.RunningPod()
 	}
-	err := a.rt.KillPod(ctx, pod, running, gracePeriod)
-	a.requestRelist(pod.UID)
+	var err error
+	a.changing(ctx, pod.UID, func() { err = a.rt.KillPod(ctx, pod, running, gracePeriod) })
 	if err != nil {
+		a.requestRelist(pod.UID)
 		return fmt.Errorf("killing pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	a.probes.RemovePod(pod)
 
-	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	fresh, err := a.readChanged(ctx, pod)
 	if err != nil {
 		return fmt.Errorf("reading the status of pod %s/%s after the kill: %w", pod.Namespace, pod.Name, err)
 	}
@@ -210,7 +254,8 @@ func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 // grace of 1s (as the kubelet does for orphans).
 func (a *agent) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) error {
 	one := int64(1)
-	err := a.rt.KillPod(ctx, nil, rp, &one)
+	var err error
+	a.changing(ctx, rp.ID, func() { err = a.rt.KillPod(ctx, nil, rp, &one) })
 	a.requestRelist(rp.ID)
 	if err != nil {
 		return fmt.Errorf("killing orphaned pod %s/%s (%s): %w", rp.Namespace, rp.Name, rp.ID, err)

@@ -3,12 +3,15 @@ package syncloop
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -140,5 +143,84 @@ func TestAgentActiveDeadline(t *testing.T) {
 	}
 	if syncs, _, _ := stub.counts(); syncs != 1 {
 		t.Fatalf("runtime synced %d times", syncs)
+	}
+}
+
+// After a sync that changed the pod, the agent reads its status once and
+// hands that read (stamped with when it began) to the PLEG instead of
+// asking it to read the pod again; without ObservePodStatus it asks.
+func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
+	var mu sync.Mutex
+	var observed []*runtime.PodStatus
+	var relists, order []string
+	clk := clocktesting.NewFakeClock(ltEpoch)
+	var stub *ltStub
+	l, stub, _ := ltStubLoop(t, clk, func(c *Config) {
+		c.Root = t.TempDir()
+		c.ObservePodStatus = func(uid types.UID, st *runtime.PodStatus) {
+			mu.Lock()
+			defer mu.Unlock()
+			observed = append(observed, st)
+		}
+		c.RequestRelist = func(uid types.UID) {
+			mu.Lock()
+			defer mu.Unlock()
+			relists = append(relists, string(uid))
+		}
+		// The pod is held in the PLEG while the runtime changes it, and
+		// released before the read handed over.
+		c.HoldPod = func(uid types.UID) {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, fmt.Sprintf("hold %s after %d syncs, %d observed", uid, len(stub.syncs), len(observed)))
+		}
+		c.ReleasePod = func(uid types.UID) {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, fmt.Sprintf("release %s after %d syncs, %d observed", uid, len(stub.syncs), len(observed)))
+		}
+	})
+	stub.started = true
+	pod := ltPod("1", "web", 0)
+	if _, err := l.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(observed) != 1 || observed[0].ID != "1" || !observed[0].TimeStamp.Equal(clk.Now()) || len(relists) != 0 {
+		t.Fatalf("observed %+v, relists %v: want the one post-sync read, stamped, and no relist request", observed, relists)
+	}
+	if want := []string{"hold 1 after 0 syncs, 0 observed", "release 1 after 1 syncs, 0 observed"}; !slices.Equal(order, want) {
+		t.Fatalf("PLEG calls %q, want %q", order, want)
+	}
+	mu.Unlock()
+
+	// A sync that did nothing hands nothing over and asks for nothing.
+	stub.started = false
+	if _, err := l.agent.SyncPod(t.Context(), SyncPodSync, pod, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(observed) != 1 || len(relists) != 0 {
+		t.Fatalf("a no-op sync: observed %d, relists %v", len(observed), relists)
+	}
+	mu.Unlock()
+
+	// Without ObservePodStatus, the PLEG is asked to relist the pod.
+	l2, stub2, _ := ltStubLoop(t, clk, func(c *Config) {
+		c.Root = t.TempDir()
+		c.RequestRelist = func(uid types.UID) {
+			mu.Lock()
+			defer mu.Unlock()
+			relists = append(relists, string(uid))
+		}
+	})
+	stub2.started = true
+	if _, err := l2.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(relists) != 1 || relists[0] != "1" {
+		t.Fatalf("relists %v, want [1]", relists)
 	}
 }

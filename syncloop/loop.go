@@ -181,6 +181,17 @@ type Config struct {
 	// changed the pod in the runtime (pleg's RequestRelist), so that the
 	// cache catches up before the next relist.
 	RequestRelist func(types.UID)
+	// ObservePodStatus, if set, is given the status the agent read right
+	// after changing a pod in the runtime (its TimeStamp is when the read
+	// began), instead of RequestRelist: the PLEG relists the pod from it
+	// without reading it again (pleg's ObservePodStatus). The status must
+	// not be modified by the callee's caller afterwards, nor by the callee.
+	ObservePodStatus func(types.UID, *runtime.PodStatus)
+	// HoldPod and ReleasePod, if both set, bracket every change the agent
+	// makes to a pod in the runtime (pleg's HoldPod and ReleasePod), so
+	// that relists don't read a pod that is about to change and is read
+	// right after.
+	HoldPod, ReleasePod func(types.UID)
 
 	// StatusSink receives the pod statuses; nil means a new MemorySink
 	// (see StatusSink()).
@@ -368,6 +379,9 @@ func New(cfg Config) (*Loop, error) {
 		probes:      cfg.Probes,
 		pullSecrets: cfg.PullSecrets,
 		relist:      cfg.RequestRelist,
+		observe:     cfg.ObservePodStatus,
+		hold:        cfg.HoldPod,
+		release:     cfg.ReleasePod,
 		dirs:        podDirs{root: cfg.Root},
 		network:     l.networkReady,
 		terminated:  cfg.PodTerminated,

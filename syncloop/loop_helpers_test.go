@@ -143,6 +143,8 @@ type ltStub struct {
 	gcReady  []bool
 	forgot   []types.UID
 	statuses map[types.UID]*runtime.PodStatus
+	// started makes SyncPod report that it started a container.
+	started bool
 }
 
 func (s *ltStub) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
@@ -164,6 +166,9 @@ func (s *ltStub) SyncPod(_ context.Context, pod *v1.Pod, _ *runtime.PodStatus, _
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.syncs = append(s.syncs, pod.UID)
+	if s.started {
+		return runtime.SyncResult{Steps: []runtime.StepResult{{Action: runtime.ActionStartContainer, Target: "c"}}}
+	}
 	return runtime.SyncResult{}
 }
 

@@ -49,6 +49,8 @@ type fakeSyncer struct {
 	cancelled map[types.UID]int
 	// statusFns are the status funcs handed to SyncTerminatingPod.
 	statusFns []func(*v1.PodStatus)
+	// onSync, if set, runs in every SyncPod call with its context.
+	onSync func(ctx context.Context, uid types.UID)
 }
 
 func newFakeSyncer() *fakeSyncer {
@@ -84,6 +86,9 @@ func (f *fakeSyncer) SyncPod(ctx context.Context, ut UpdateType, pod, _ *v1.Pod,
 	err := f.record(ctx, syncCall{op: "sync", uid: pod.UID, name: pod.Name, updateType: ut})
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.onSync != nil {
+		f.onSync(ctx, pod.UID)
+	}
 	return f.terminal[pod.UID], err
 }
 

@@ -540,6 +540,8 @@ func (p *PodWorkers) runSync(ctx context.Context, uid types.UID, wk work, lastSy
 		}
 	}
 	start := p.clock.Now()
+	mark := &syncMark{}
+	ctx = context.WithValue(ctx, syncMarkKey{}, mark)
 	op := ""
 	switch wk.state {
 	case TerminatedPod:
@@ -562,9 +564,16 @@ func (p *PodWorkers) runSync(ctx context.Context, uid types.UID, wk work, lastSy
 		op = wk.opts.UpdateType.String()
 		isTerminal, err = p.syncer.SyncPod(ctx, wk.opts.UpdateType, wk.opts.Pod, wk.opts.MirrorPod, status)
 	}
-	*lastSync = p.clock.Now()
+	end := p.clock.Now()
 	if p.duration != nil && op != "" {
-		p.duration.WithLabelValues(op).Observe(lastSync.Sub(start).Seconds())
+		p.duration.WithLabelValues(op).Observe(end.Sub(start).Seconds())
+	}
+	// The next sync waits for a runtime status at least as new as this
+	// sync's last change to the runtime: the end of the sync, or the
+	// earlier time the syncer marked (markRuntimeSynced).
+	*lastSync = end
+	if !mark.at.IsZero() && mark.at.Before(end) {
+		*lastSync = mark.at
 	}
 	return isTerminal, err
 }
@@ -832,4 +841,24 @@ func backOffOnly(err error) bool {
 	}
 	// The end of a chain (the sentinels wrap nothing).
 	return err == runtime.ErrCrashLoopBackOff || err == runtime.ErrImagePullBackOff
+}
+
+// syncMark is where a PodSyncer running in a pod worker records when it
+// last changed the pod in the runtime (markRuntimeSynced).
+type syncMark struct{ at time.Time }
+
+type syncMarkKey struct{}
+
+// markRuntimeSynced tells the pod worker running this sync (ctx is the one
+// it passed to the PodSyncer) that the sync changes nothing more in the
+// runtime after t: every runtime status read at or after t shows all it
+// did. The worker then waits for a cached status at least as new as t
+// before the next sync, instead of one newer than the sync's end, so that
+// a status read at the end of the sync (and handed to the PLEG) serves the
+// next sync without waiting for a relist. A later call replaces an earlier
+// one; outside a pod worker it does nothing.
+func markRuntimeSynced(ctx context.Context, t time.Time) {
+	if m, ok := ctx.Value(syncMarkKey{}).(*syncMark); ok {
+		m.at = t
+	}
 }

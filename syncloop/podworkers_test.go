@@ -295,6 +295,37 @@ func TestCacheIsReadNewerThanLastSync(t *testing.T) {
 	})
 }
 
+// A syncer that marks when its last runtime change ended has the next sync
+// wait for a status at least as new as that, not as the sync's end; a mark
+// after the end is not taken.
+func TestCacheIsReadNewerThanRuntimeSyncMark(t *testing.T) {
+	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+		e.syncer.mu.Lock()
+		var marks []time.Time
+		e.syncer.onSync = func(ctx context.Context, uid types.UID) {
+			m := time.Now().Add(-time.Second)
+			if len(marks) == 1 {
+				m = time.Now().Add(time.Hour)
+			}
+			markRuntimeSynced(ctx, m)
+			marks = append(marks, m)
+		}
+		e.syncer.mu.Unlock()
+		e.update(SyncPodCreate, newPod("1", "web"))
+		e.update(SyncPodSync, newPod("1", "web"))
+		end := time.Now() // the bubble's clock stands still while goroutines run
+		e.update(SyncPodSync, newPod("1", "web"))
+		e.cache.mu.Lock()
+		asked := append([]time.Time(nil), e.cache.asked["1"]...)
+		e.cache.mu.Unlock()
+		e.syncer.mu.Lock()
+		defer e.syncer.mu.Unlock()
+		if len(asked) != 3 || len(marks) != 3 || !asked[1].Equal(marks[0]) || !asked[2].Equal(end) {
+			t.Fatalf("GetNewerThan times = %v, want [zero %v %v] (marks %v)", asked, marks[0], end, marks)
+		}
+	})
+}
+
 func TestCacheErrorBacksOff(t *testing.T) {
 	withWorkers(t, PodWorkersConfig{BackOffPeriod: 7 * time.Second}, func(t *testing.T, e *env) {
 		e.cache.mu.Lock()
