@@ -32,6 +32,21 @@
 // of a single pod (RelistPod), which Run serves unless a global relist
 // started after the request. A relist that changes nothing allocates nothing.
 //
+// # Pods their worker is changing
+//
+// A pod worker that changes a pod in the runtime brackets the change with
+// HoldPod and ReleasePod, then reads the pod and hands the read to
+// ObservePodStatus (stamped with when the read began). Global relists leave a
+// held pod out: what they would read is about to change, and the worker
+// reads it right after. The handed-over status is relisted as RelistPod
+// would relist its own read (events, cache, exits from runtime events
+// applied), unless a global relist or a newer read of the pod began after
+// it. One read per change instead of the worker's, the relist's and an
+// on-demand one. A worker that waits on GetNewerThan must then wait for a
+// time taken after ReleasePod: every relist that left its pod out began
+// before that, so the Cache's global time from such a relist never passes
+// for a status of the pod.
+//
 // # Exits from runtime events
 //
 // ContainerExited feeds an exit that the runtime's own event service
@@ -66,7 +81,8 @@
 //
 // With an event-capable runtime use pleg.NewEvented(pleg.EventedConfig{
 // Config: cfg, Events: criClient}) instead; it has the same Watch, Cache,
-// Healthy, RequestReinspect and RequestRelist.
+// Healthy, RequestReinspect, RequestRelist, HoldPod, ReleasePod and
+// ObservePodStatus.
 //
 // Metrics (when Config.Registerer is set): kubelet_pleg_relist_duration_seconds,
 // kubelet_pleg_relist_interval_seconds, kubelet_pleg_discard_events and

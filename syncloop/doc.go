@@ -18,6 +18,9 @@
 //		Cache:         plg.Cache(),      // *pleg.Cache
 //		PLEGHealthy:   plg.Healthy,
 //		RequestRelist: plg.RequestRelist,
+//		ObservePodStatus: plg.ObservePodStatus, // optional, with HoldPod and ReleasePod:
+//		HoldPod:       plg.HoldPod,      // one read of a pod after each change,
+//		ReleasePod:    plg.ReleasePod,   // and no relist wait before the next sync
 //		Root:          "/var/lib/nodekit",
 //	})
 //	go loop.Run(ctx) // returns once its goroutines have exited
@@ -75,7 +78,14 @@
 //     runtime converges it (runtime SyncPod). The API status is generated
 //     (GeneratePodStatus, with the runtime as ReasonSource) and set on the
 //     status manager before and after the runtime sync; a Succeeded or
-//     Failed phase makes the pod terminal.
+//     Failed phase makes the pod terminal. The runtime sync runs with the
+//     pod held in the PLEG (Config.HoldPod); when it changed something, the
+//     pod is read once after it and the read handed to the PLEG
+//     (Config.ObservePodStatus). The pod worker's next sync then waits for
+//     a cached status at least as new as the end of the runtime sync, not
+//     of the whole sync (the kubelet's rule), so the handed-over read
+//     serves it at once: a pod that needs a second sync (its app container
+//     after its sidecar) does not wait for the next relist.
 //   - SyncTerminatingPod: liveness and startup probes stop, the runtime
 //     kills the pod within the grace period, the pod's runtime status is
 //     read again and any container still running is an error
