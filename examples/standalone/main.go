@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"syscall"
@@ -363,7 +364,9 @@ func show(ctx context.Context, agent *nodekit.Agent, statusFile string) {
 	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var last, lastJSON string
+	var last string
+	var lastPods []PodReport
+	written := false
 	for {
 		pods := report(agent)
 		var sb strings.Builder
@@ -374,14 +377,15 @@ func show(ctx context.Context, agent *nodekit.Agent, statusFile string) {
 			fmt.Printf("%s\n%s\n", time.Now().Format("15:04:05"), sb.String())
 		}
 		last = sb.String()
-		if statusFile != "" {
+		// The file is rewritten only when a pod's report changed: most
+		// ticks nothing did, and encoding every pod costs more than
+		// comparing the reports.
+		if statusFile != "" && (!written || !reflect.DeepEqual(pods, lastPods)) {
 			data, _ := json.MarshalIndent(pods, "", "  ")
-			if string(data) != lastJSON {
-				if err := writeAtomic(statusFile, data); err != nil {
-					fmt.Fprintln(os.Stderr, "standalone: status file:", err)
-				} else {
-					lastJSON = string(data)
-				}
+			if err := writeAtomic(statusFile, data); err != nil {
+				fmt.Fprintln(os.Stderr, "standalone: status file:", err)
+			} else {
+				written, lastPods = true, pods
 			}
 		}
 		select {
