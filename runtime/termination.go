@@ -18,6 +18,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Termination messages, as the kubelet bounds them.
@@ -52,7 +54,7 @@ func (b *configBuilder) terminationMessageMount(pod *v1.Pod, c *v1.Container, mo
 		return nil, fmt.Errorf("terminationMessagePath %q is not absolute", c.TerminationMessagePath)
 	}
 	dir := filepath.Join(b.cfg.PodsDir, string(pod.UID), podContainersDir, c.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := fsutil.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("termination message directory: %w", err)
 	}
 	var id [4]byte

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Directory layout under Config.Root.
@@ -78,8 +80,11 @@ func (d *podDirs) ensure(uid types.UID) error {
 	if err != nil {
 		return err
 	}
+	if err := fsutil.MkdirAll(dir, podDirMode); err != nil {
+		return fmt.Errorf("syncloop: making pod directory: %w", err)
+	}
 	for _, sub := range []string{PodVolumesDirName, PodPluginsDirName, PodContainersDirName} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), podDirMode); err != nil {
+		if err := fsutil.MkdirAll(filepath.Join(dir, sub), podDirMode); err != nil {
 			return fmt.Errorf("syncloop: making pod directory: %w", err)
 		}
 	}
