@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -87,6 +88,7 @@ type podLifecycle interface {
 	RequestRelist(uid types.UID)
 	ObservePodStatus(uid types.UID, status *runtime.PodStatus)
 	HoldPod(uid types.UID)
+	Listing() ([]*runtime.Pod, time.Time)
 	ReleasePod(uid types.UID)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -396,6 +397,9 @@ func (b *Builder) Build() (*Agent, error) {
 		lcfg.RequestRelist = g.RequestRelist
 		lcfg.ObservePodStatus = g.ObservePodStatus
 		lcfg.HoldPod, lcfg.ReleasePod = g.HoldPod, g.ReleasePod
+		if mgr != nil {
+			lcfg.RuntimePods = recentListing(g, mgr, clk)
+		}
 	} else {
 		lcfg.Cache = pleg.NewCache(clk) // a stand-in: the Agent is discarded
 	}
@@ -467,4 +471,24 @@ func (p *podState) ShouldPodContentBeRemoved(uid types.UID) bool {
 
 func (p *podState) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
 	return p.loop != nil && p.loop.PodWorkers().ShouldPodRuntimeBeRemoved(uid)
+}
+
+// listingMaxAge is how old a PLEG listing housekeeping may use instead of
+// listing the runtime itself (the kubelet's runtime cache keeps its
+// listing as long).
+const listingMaxAge = 2 * time.Second
+
+// recentListing lists the runtime's pods from the PLEG's last relist when
+// it started at most listingMaxAge ago, else from the runtime.
+func recentListing(g interface {
+	Listing() ([]*runtime.Pod, time.Time)
+}, mgr interface {
+	GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
+}, clk clock.PassiveClock) func(context.Context) ([]*runtime.Pod, error) {
+	return func(ctx context.Context) ([]*runtime.Pod, error) {
+		if pods, at := g.Listing(); !at.IsZero() && clk.Since(at) <= listingMaxAge {
+			return pods, nil
+		}
+		return mgr.GetPods(ctx, true)
+	}
 }

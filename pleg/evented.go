@@ -142,6 +142,10 @@ func (e *EventedPLEG) RequestReinspect(uid types.UID) { e.generic.RequestReinspe
 // RequestRelist is GenericPLEG.RequestRelist.
 func (e *EventedPLEG) RequestRelist(uid types.UID) { e.generic.RequestRelist(uid) }
 
+// Listing is GenericPLEG.Listing (the relists run seldom while events
+// flow, so the listing is then as old as the last of them).
+func (e *EventedPLEG) Listing() ([]*runtime.Pod, time.Time) { return e.generic.Listing() }
+
 // HoldPod is GenericPLEG.HoldPod.
 func (e *EventedPLEG) HoldPod(uid types.UID) { e.generic.HoldPod(uid) }
 

@@ -74,7 +74,9 @@ type GenericPLEG struct {
 	period     time.Duration
 	threshold  time.Duration
 	lastRelist time.Time
-	reinspect  map[types.UID]struct{}
+	// listing is what the last global relist listed (at lastRelist).
+	listing   []*runtime.Pod
+	reinspect map[types.UID]struct{}
 	// held counts HoldPod calls not yet released, per pod; holding is
 	// their total, read without mu when no pod is held.
 	held    map[types.UID]int
@@ -205,6 +207,17 @@ func (g *GenericPLEG) LastRelist() time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.lastRelist
+}
+
+// Listing returns the pods the last successful global relist listed (all
+// of them, as GetPods(ctx, true) lists them) and when that relist started;
+// nil and the zero time before the first. Callers must not modify the
+// pods. A consumer that can use a listing up to a relist period old (the
+// sync loop's housekeeping) saves the runtime a listing of its own.
+func (g *GenericPLEG) Listing() ([]*runtime.Pod, time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.listing, g.lastRelist
 }
 
 // Healthy reports whether a global relist succeeded, and the last one started
@@ -435,6 +448,7 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	g.lastRelist = start
+	g.listing = pods
 	for uid := range g.reinspect {
 		g.reinspectNow[uid] = struct{}{}
 	}

@@ -708,3 +708,28 @@ func TestHoldPod(t *testing.T) {
 		t.Fatalf("holding = %d after every release", f.g.holding.Load())
 	}
 }
+
+// Listing is what the last global relist listed, with its start; an
+// on-demand relist of one pod does not change it.
+func TestListing(t *testing.T) {
+	f := newFixture(t, nil)
+	if pods, at := f.g.Listing(); pods != nil || !at.IsZero() {
+		t.Fatalf("before any relist: %v %v", pods, at)
+	}
+	f.rt.setPods(pod("p", ctr("c1", running)))
+	start := f.clock.Now()
+	f.relist(t)
+	f.clock.Step(time.Second)
+	f.rt.setPods(pod("p", ctr("c1", running)), pod("q", ctr("d1", running)))
+	if err := f.g.RelistPod(t.Context(), "q"); err != nil {
+		t.Fatal(err)
+	}
+	pods, at := f.g.Listing()
+	if len(pods) != 1 || pods[0].ID != "p" || !at.Equal(start) {
+		t.Fatalf("listing %v at %v, want [p] at %v", pods, at, start)
+	}
+	f.relist(t)
+	if pods, at := f.g.Listing(); len(pods) != 2 || !at.Equal(f.clock.Now()) {
+		t.Fatalf("after the second relist: %v at %v", pods, at)
+	}
+}

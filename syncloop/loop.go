@@ -187,6 +187,11 @@ type Config struct {
 	// without reading it again (pleg's ObservePodStatus). The status must
 	// not be modified by the callee's caller afterwards, nor by the callee.
 	ObservePodStatus func(types.UID, *runtime.PodStatus)
+	// RuntimePods, if set, lists the runtime's pods for housekeeping
+	// instead of Runtime.GetPods(ctx, true): the Builder gives the PLEG's
+	// last listing when it is at most 2s old (the kubelet's runtime cache
+	// is as old), so that housekeeping does not list the runtime again.
+	RuntimePods func(ctx context.Context) ([]*runtime.Pod, error)
 	// HoldPod and ReleasePod, if both set, bracket every change the agent
 	// makes to a pod in the runtime (pleg's HoldPod and ReleasePod), so
 	// that relists don't read a pod that is about to change and is read

@@ -593,3 +593,28 @@ func ltIterateUntil(t *testing.T, l *Loop, cond func() bool) {
 	}
 	t.Fatal("condition not reached")
 }
+
+// With Config.RuntimePods, housekeeping takes its listing from there (the
+// PLEG's last one) and does not list the runtime; an orphan in it is
+// killed as from the runtime's own listing.
+func TestHousekeepingUsesRuntimePods(t *testing.T) {
+	clk := clocktesting.NewFakeClock(ltEpoch)
+	var asked int
+	l, stub, _ := ltStubLoop(t, clk, func(c *Config) {
+		c.RuntimePods = func(context.Context) ([]*runtime.Pod, error) {
+			asked++
+			return []*runtime.Pod{{ID: "orphan", Name: "o", Sandboxes: []*runtime.Container{{ID: "s1", State: runtime.ContainerStateRunning}}}}, nil
+		}
+	})
+	// The runtime's own listing would show nothing to kill.
+	stub.pods = nil
+	if err := l.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if asked != 1 {
+		t.Fatalf("RuntimePods asked %d times, want 1", asked)
+	}
+	if st, ok := ltWorkerState(l.PodWorkers(), "orphan"); !ok || st != TerminatingPod {
+		t.Fatalf("orphan from RuntimePods: %v %v", st, ok)
+	}
+}

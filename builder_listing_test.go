@@ -1,0 +1,54 @@
+package nodekit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+type listingStub struct {
+	pods []*runtime.Pod
+	at   time.Time
+}
+
+func (l *listingStub) Listing() ([]*runtime.Pod, time.Time) { return l.pods, l.at }
+
+type getPodsStub struct{ calls int }
+
+func (g *getPodsStub) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
+	g.calls++
+	return []*runtime.Pod{{ID: "fresh"}}, nil
+}
+
+// Housekeeping takes the PLEG's listing while it is at most 2s old, and
+// lists the runtime itself before the first relist and after that.
+func TestRecentListing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	l := &listingStub{}
+	rt := &getPodsStub{}
+	list := recentListing(l, rt, clk)
+	for _, tc := range []struct {
+		name      string
+		listedAgo time.Duration // <0: no relist yet
+		want      string
+		calls     int
+	}{
+		{"no relist yet", -1, "fresh", 1},
+		{"just listed", 0, "listed", 1},
+		{"2s old", 2 * time.Second, "listed", 1},
+		{"older", 2*time.Second + time.Millisecond, "fresh", 2},
+	} {
+		l.pods, l.at = nil, time.Time{}
+		if tc.listedAgo >= 0 {
+			l.pods, l.at = []*runtime.Pod{{ID: "listed"}}, clk.Now().Add(-tc.listedAgo)
+		}
+		pods, err := list(t.Context())
+		if err != nil || len(pods) != 1 || string(pods[0].ID) != tc.want || rt.calls != tc.calls {
+			t.Fatalf("%s: pods %v, %v, runtime listed %d times; want %s and %d", tc.name, pods, err, rt.calls, tc.want, tc.calls)
+		}
+	}
+}
