@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,19 @@ func TestTable(t *testing.T) {
 		"default/crasher-n  Running  0/1    3         flaky: CrashLoopBackOff\n"
 	if sb.String() != want {
 		t.Errorf("table:\n%q\nwant\n%q", sb.String(), want)
+	}
+}
+
+func TestApplyMaxProcs(t *testing.T) {
+	before := goruntime.GOMAXPROCS(0)
+	defer goruntime.GOMAXPROCS(before)
+	if err := applyMaxProcs(-1); err == nil || !strings.Contains(err.Error(), "--max-procs") {
+		t.Fatalf("-1: %v, want an error naming --max-procs", err)
+	}
+	if err := applyMaxProcs(0); err != nil || goruntime.GOMAXPROCS(0) != before {
+		t.Fatalf("0: %v, GOMAXPROCS %d, want Go's %d", err, goruntime.GOMAXPROCS(0), before)
+	}
+	if err := applyMaxProcs(1); err != nil || goruntime.GOMAXPROCS(0) != 1 {
+		t.Fatalf("1: %v, GOMAXPROCS %d", err, goruntime.GOMAXPROCS(0))
 	}
 }
