@@ -93,7 +93,7 @@ func main() {
 	flag.DurationVar(&o.relistPeriod, "relist-period", 0, "relist the runtime this often (the relisting PLEG's pause between relists); 0: the default (1s); turns --evented-pleg off unless it is given")
 	flag.BoolVar(&o.containerdEvents, "containerd-events", false, "with --runtime-endpoint: also follow containerd's own task exit events on that socket, so a container's exit shows in its pod status within milliseconds instead of at the next relist (containerd 1.6's CRI has no container events and reports exits late); ignored with a warning when the runtime is not containerd. A restart after such an exit waits until containerd's CRI no longer lists the old container running (it lags the event by up to a few hundred milliseconds). Off by default: the kubelet's behaviour is to relist")
 	flag.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (go tool pprof); needs a binary built with -tags pprof")
-	flag.IntVar(&o.maxProcs, "max-procs", 0, "run Go code on at most this many CPUs at once (GOMAXPROCS); 0: Go's default (all of them). An agent waits on the runtime far more than it computes: 1 saves the Go scheduler's hand-offs between threads, about a fifth of the agent's CPU time while it starts pods on a 2-CPU VM, at no cost in how fast they start there")
+	flag.IntVar(&o.maxProcs, "max-procs", 0, "run Go code on at most this many CPUs at once (GOMAXPROCS); 0: Go's default (all of them). An agent waits on the runtime far more than it computes: 1 saves the Go scheduler's hand-offs between threads (starting 30 pods on a 2-CPU VM: a quarter less CPU, the same start times; see hack/e2ebench/RESULTS.md)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
