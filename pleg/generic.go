@@ -77,10 +77,8 @@ type GenericPLEG struct {
 	// listing is what the last global relist listed (at lastRelist).
 	listing   []*runtime.Pod
 	reinspect map[types.UID]struct{}
-	// held counts HoldPod calls not yet released, per pod; holding is
-	// their total, read without mu when no pod is held.
-	held    map[types.UID]int
-	holding atomic.Int64
+	// held counts HoldPod calls not yet released, per pod.
+	held map[types.UID]int
 
 	relistMu sync.Mutex // serialises relists; guards the fields below
 	records  map[types.UID]*podRecord
@@ -318,7 +316,6 @@ func (g *GenericPLEG) ObservePodStatus(uid types.UID, status *runtime.PodStatus)
 func (g *GenericPLEG) HoldPod(uid types.UID) {
 	g.mu.Lock()
 	g.held[uid]++
-	g.holding.Add(1)
 	g.mu.Unlock()
 }
 
@@ -335,20 +332,6 @@ func (g *GenericPLEG) ReleasePod(uid types.UID) {
 	} else {
 		g.held[uid] = n - 1
 	}
-	g.holding.Add(-1)
-}
-
-// heldPods returns the pods held now, or nil if none is.
-func (g *GenericPLEG) heldPods() map[types.UID]int {
-	if g.holding.Load() == 0 {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.held) == 0 {
-		return nil
-	}
-	return maps.Clone(g.held)
 }
 
 // Run relists at once, then again RelistPeriod after each relist ends, and
@@ -449,6 +432,13 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	g.mu.Lock()
 	g.lastRelist = start
 	g.listing = pods
+	// Pods held (being changed by their worker) are left out; see HoldPod.
+	// The set is taken after the listing began, so a pod left out was
+	// released after start.
+	var held map[types.UID]int
+	if len(g.held) > 0 {
+		held = maps.Clone(g.held)
+	}
 	for uid := range g.reinspect {
 		g.reinspectNow[uid] = struct{}{}
 	}
@@ -468,10 +458,6 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 			g.records[p.ID] = &podRecord{current: p}
 		}
 	}
-	// Pods held (being changed by their worker) are left out; see HoldPod.
-	// The set is taken after the listing began, so a pod left out was
-	// released after start.
-	held := g.heldPods()
 	for uid, r := range g.records {
 		if _, ok := held[uid]; ok {
 			continue // its reinspect flag, if any, waits for the next relist

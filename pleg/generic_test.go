@@ -704,8 +704,10 @@ func TestHoldPod(t *testing.T) {
 	if f.rt.calls("p") != calls+2 {
 		t.Fatal("the reinspected pod was not read")
 	}
-	if f.g.holding.Load() != 0 {
-		t.Fatalf("holding = %d after every release", f.g.holding.Load())
+	f.g.mu.Lock()
+	defer f.g.mu.Unlock()
+	if len(f.g.held) != 0 {
+		t.Fatalf("held = %v after every release", f.g.held)
 	}
 }
 

@@ -50,10 +50,10 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	policy := pullPolicy(c)
 	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
 
-	if ref := present[image]; ref != "" && policy != v1.PullAlways {
-		return ref, nil
-	}
 	if policy != v1.PullAlways {
+		if ref := present[image]; ref != "" {
+			return ref, nil
+		}
 		cctx, cancel := m.callCtx(ctx)
 		resp, err := m.cfg.Images.ImageStatus(cctx, spec, false)
 		cancel()

@@ -75,8 +75,6 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 		if blocked, images = m.neverPullBlocksStart(ctx, pod, actions, &res); blocked {
 			return res
 		}
-	}
-	if actions.CreateSandbox {
 		var err error
 		sandboxCfg, err = m.builder.sandboxConfig(ctx, pod, actions.Attempt)
 		if err != nil {
@@ -99,10 +97,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 		// A pod on the pod network needs its new IPs (for the containers'
 		// environment); a host-network pod's are the node's, so its
 		// sandbox's status is left to the read after the sync.
-		var resp *runtimeapi.PodSandboxStatusResponse
 		if !pod.Spec.HostNetwork {
 			cctx, cancel = m.callCtx(ctx)
-			resp, err = m.cfg.Runtime.PodSandboxStatus(cctx, sandboxID, false)
+			resp, err := m.cfg.Runtime.PodSandboxStatus(cctx, sandboxID, false)
 			cancel()
 			if err == nil && resp.GetStatus() == nil {
 				err = errors.New("empty sandbox status")
@@ -112,9 +109,6 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 				res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID, Err: err, Message: err.Error()})
 				return res
 			}
-		}
-		res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID})
-		if !pod.Spec.HostNetwork {
 			podIPs = nil
 			if ip := resp.GetStatus().GetNetwork().GetIp(); ip != "" {
 				podIPs = append(podIPs, ip)
@@ -125,6 +119,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 				}
 			}
 		}
+		res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID})
 	} else {
 		var err error
 		sandboxCfg, err = m.builder.sandboxConfig(ctx, pod, actions.Attempt)

@@ -100,15 +100,16 @@ func (a *agent) pastActiveDeadline(pod *v1.Pod, now time.Time) bool {
 // The time is taken after the release, so that a relist that left the pod
 // out began before it: its cache time cannot serve the next sync.
 func (a *agent) changing(ctx context.Context, uid types.UID, change func()) {
-	if a.hold != nil && a.release != nil {
+	held := a.hold != nil && a.release != nil
+	if held {
 		a.hold(uid)
-		defer func() {
-			a.release(uid)
-			markRuntimeSynced(ctx, a.clock.Now())
-		}()
-	} else {
-		defer func() { markRuntimeSynced(ctx, a.clock.Now()) }()
 	}
+	defer func() {
+		if held {
+			a.release(uid)
+		}
+		markRuntimeSynced(ctx, a.clock.Now())
+	}()
 	change()
 }
 

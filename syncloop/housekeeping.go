@@ -48,13 +48,7 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 		desired[p.UID] = true
 	}
 
-	var runtimePods []*runtime.Pod
-	var err error
-	if l.cfg.RuntimePods != nil {
-		runtimePods, err = l.cfg.RuntimePods(ctx)
-	} else {
-		runtimePods, err = l.cfg.Runtime.GetPods(ctx, true)
-	}
+	runtimePods, err := l.cfg.RuntimePods(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing runtime pods: %w", err))
 	}

@@ -315,6 +315,9 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Cache == nil {
 		bad("Cache is required")
 	}
+	if rt := cfg.Runtime; cfg.RuntimePods == nil && rt != nil {
+		cfg.RuntimePods = func(ctx context.Context) ([]*runtime.Pod, error) { return rt.GetPods(ctx, true) }
+	}
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
