@@ -179,6 +179,12 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 	}
 	var res runtime.SyncResult
 	a.changing(ctx, pod.UID, func() { res = a.rt.SyncPod(ctx, pod, rs, secrets) })
+	if len(res.Steps) == 0 && rs != nil && !rs.TimeStamp.IsZero() {
+		// The runtime did nothing: any status newer than the one this
+		// sync used serves the next (an exit applied while it ran, too;
+		// one newer than the sync's end would wait for the next relist).
+		markRuntimeSynced(ctx, rs.TimeStamp)
+	}
 	syncErr := res.Err()
 	if ctx.Err() != nil {
 		if len(res.Steps) > 0 {

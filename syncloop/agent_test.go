@@ -224,3 +224,33 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 		t.Fatalf("relists %v, want [1]", relists)
 	}
 }
+
+// The agent tells its pod worker from when a status serves the next sync:
+// after a sync that changed the runtime, from the end of that change (so a
+// read handed over after it counts); after one that changed nothing, from
+// the status it used (so an exit applied while it ran counts too).
+func TestAgentMarksRuntimeSynced(t *testing.T) {
+	clk := clocktesting.NewFakeClock(ltEpoch)
+	l, stub, _ := ltStubLoop(t, clk, func(c *Config) { c.Root = t.TempDir() })
+	pod := ltPod("1", "web", 0)
+	used := &runtime.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Minute)}
+
+	mark := &syncMark{}
+	ctx := context.WithValue(t.Context(), syncMarkKey{}, mark)
+	if _, err := l.agent.SyncPod(ctx, SyncPodSync, pod, nil, used); err != nil {
+		t.Fatal(err)
+	}
+	if !mark.at.Equal(used.TimeStamp) {
+		t.Fatalf("no-op sync marked %v, want the status's %v", mark.at, used.TimeStamp)
+	}
+
+	stub.started = true
+	mark = &syncMark{}
+	ctx = context.WithValue(t.Context(), syncMarkKey{}, mark)
+	if _, err := l.agent.SyncPod(ctx, SyncPodSync, pod, nil, used); err != nil {
+		t.Fatal(err)
+	}
+	if !mark.at.Equal(clk.Now()) {
+		t.Fatalf("sync that started a container marked %v, want the end of the change %v", mark.at, clk.Now())
+	}
+}

@@ -85,7 +85,9 @@
 //     a cached status at least as new as the end of the runtime sync, not
 //     of the whole sync (the kubelet's rule), so the handed-over read
 //     serves it at once: a pod that needs a second sync (its app container
-//     after its sidecar) does not wait for the next relist.
+//     after its sidecar) does not wait for the next relist. After a runtime
+//     sync that did nothing, any status newer than the one it used serves
+//     (an exit reported while it ran, for one).
 //   - SyncTerminatingPod: liveness and startup probes stop, the runtime
 //     kills the pod within the grace period, the pod's runtime status is
 //     read again and any container still running is an error

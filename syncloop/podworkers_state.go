@@ -855,8 +855,10 @@ type syncMarkKey struct{}
 // did. The worker then waits for a cached status at least as new as t
 // before the next sync, instead of one newer than the sync's end, so that
 // a status read at the end of the sync (and handed to the PLEG) serves the
-// next sync without waiting for a relist. A later call replaces an earlier
-// one; outside a pod worker it does nothing.
+// next sync without waiting for a relist. A sync that changed nothing may
+// give the time of the status it used: anything newer serves the next. A
+// later call replaces an earlier one; outside a pod worker it does
+// nothing.
 func markRuntimeSynced(ctx context.Context, t time.Time) {
 	if m, ok := ctx.Value(syncMarkKey{}).(*syncMark); ok {
 		m.at = t
