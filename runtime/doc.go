@@ -10,6 +10,7 @@
 //	status, err := m.GetPodStatus(ctx, uid, name, ns)  // the runtime view of one pod
 //	actions := m.ComputePodActions(pod, status)        // what SyncPod would do (no I/O)
 //	result := m.SyncPod(ctx, pod, status, pullSecrets) // converge one pod; result.Err()
+//	status, err = m.GetPodStatusAfterSync(ctx, pod, status, result) // re-read, by ID
 //	reason, msg := m.Reason(uid, "web")                // e.g. CrashLoopBackOff, for status
 //	err = m.KillPod(ctx, pod, runningPod, nil)         // stop it, honouring grace
 //	err = m.GarbageCollect(ctx, runtime.GCPolicy{}, allSourcesReady)

@@ -109,6 +109,9 @@ type StepResult struct {
 	// Reason is the waiting reason of a failed container start
 	// (CrashLoopBackOff, ErrImagePull, ...), else "".
 	Reason string
+	// ID is the runtime ID of the sandbox or container the step made
+	// (CreateSandbox, StartContainer), once the runtime returned it.
+	ID string
 }
 
 // SyncResult is what SyncPod did, step by step, in order.

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -158,20 +159,128 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if sb == nil || sb.GetLabels()[LabelPodUID] != string(uid) {
 			continue
 		}
-		cctx, cancel := m.callCtx(ctx)
-		resp, err := m.cfg.Runtime.PodSandboxStatus(cctx, sb.GetId(), false)
-		cancel()
-		if isNotFound(err) {
+		if err := m.readSandbox(ctx, ps, sb.GetId()); err != nil {
+			return nil, err
+		}
+	}
+
+	cctx, cancel = m.callCtx(ctx)
+	containers, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list containers of pod %s: %w", uid, err)
+	}
+	for _, c := range containers {
+		if c == nil || c.GetLabels()[LabelPodUID] != string(uid) {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("runtime: status of sandbox %s: %w", sb.GetId(), err)
+		if err := m.readContainer(ctx, ps, c, c.GetId()); err != nil {
+			return nil, err
 		}
-		if resp.GetStatus() == nil {
+	}
+	ps.settle()
+	return ps, nil
+}
+
+// GetPodStatusAfterSync reads the status of a pod that SyncPod has just
+// changed: before is the status SyncPod was given, res what it did.
+// Only a pod's syncs make its sandboxes and containers, so when every step
+// succeeded the pod holds before's objects and those the steps made (ID),
+// less any removed since: it reads those, one status call each, without
+// GetPodStatus's two list calls. A failed step may have left an object
+// whose ID it never learned (a create that timed out after the runtime
+// made it), and a nil before says nothing of what exists: both read as
+// GetPodStatus. An object made behind the agent's back is missing from
+// the result; the PLEG's next relist lists it and reads the pod again.
+func (m *Manager) GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *PodStatus, res SyncResult) (*PodStatus, error) {
+	if before == nil || pod.UID == "" || before.ID != pod.UID || res.Err() != nil {
+		return m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	}
+	ps := &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	var made []string
+	for _, s := range res.Steps {
+		if s.ID == "" {
 			continue
 		}
+		if s.Action == ActionCreateSandbox {
+			if err := m.readSandbox(ctx, ps, s.ID); err != nil {
+				return nil, err
+			}
+		} else {
+			made = append(made, s.ID)
+		}
+	}
+	for _, sb := range before.SandboxStatuses {
+		if err := m.readSandbox(ctx, ps, sb.GetId()); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range made {
+		if err := m.readContainer(ctx, ps, nil, id); err != nil {
+			return nil, err
+		}
+	}
+	for _, cs := range before.ContainerStatuses {
+		if err := m.readContainer(ctx, ps, nil, cs.ID); err != nil {
+			return nil, err
+		}
+	}
+	ps.settle()
+	return ps, nil
+}
+
+// readSandbox appends the status of sandbox id to ps; a sandbox gone (or
+// without a status) is skipped.
+func (m *Manager) readSandbox(ctx context.Context, ps *PodStatus, id string) error {
+	cctx, cancel := m.callCtx(ctx)
+	resp, err := m.cfg.Runtime.PodSandboxStatus(cctx, id, false)
+	cancel()
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: status of sandbox %s: %w", id, err)
+	}
+	if resp.GetStatus() != nil {
 		ps.SandboxStatuses = append(ps.SandboxStatuses, resp.GetStatus())
 	}
+	return nil
+}
+
+// readContainer appends the status of container id to ps; listed is its
+// entry in a listing, if there is one (its labels and annotations stand in
+// for a status without them). A container gone (or without a status) is
+// skipped.
+func (m *Manager) readContainer(ctx context.Context, ps *PodStatus, listed *runtimeapi.Container, id string) error {
+	cctx, cancel := m.callCtx(ctx)
+	resp, err := m.cfg.Runtime.ContainerStatus(cctx, id, false)
+	cancel()
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: status of container %s: %w", id, err)
+	}
+	s := resp.GetStatus()
+	if s == nil {
+		m.log.Debug("container status is empty", zap.String("container", id))
+		return nil
+	}
+	cs := toContainerStatus(listed, s)
+	if cs.ID == "" {
+		cs.ID = id
+	}
+	if cs.State == ContainerStateExited && cs.Message == "" {
+		labels, annotations := containerMeta(listed, s)
+		cs.Message = m.terminationMessage(s, containerInfoFromAnnotations(annotations), labels)
+	}
+	ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
+	return nil
+}
+
+// settle orders a status read object by object (newest first) and takes
+// the IPs from the newest ready sandbox.
+func (ps *PodStatus) settle() {
 	slices.SortStableFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
 		return cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt())
 	})
@@ -189,49 +298,9 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		}
 		break
 	}
-
-	cctx, cancel = m.callCtx(ctx)
-	containers, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("runtime: list containers of pod %s: %w", uid, err)
-	}
-	for _, c := range containers {
-		if c == nil || c.GetLabels()[LabelPodUID] != string(uid) {
-			continue
-		}
-		cctx, cancel := m.callCtx(ctx)
-		resp, err := m.cfg.Runtime.ContainerStatus(cctx, c.GetId(), false)
-		cancel()
-		if isNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("runtime: status of container %s: %w", c.GetId(), err)
-		}
-		s := resp.GetStatus()
-		if s == nil {
-			m.log.Debug("container status is empty", zap.String("container", c.GetId()))
-			continue
-		}
-		cs := toContainerStatus(c, s)
-		if cs.State == ContainerStateExited && cs.Message == "" {
-			labels := s.GetLabels()
-			if len(labels) == 0 {
-				labels = c.GetLabels()
-			}
-			annotations := s.GetAnnotations()
-			if len(annotations) == 0 {
-				annotations = c.GetAnnotations()
-			}
-			cs.Message = m.terminationMessage(s, containerInfoFromAnnotations(annotations), labels)
-		}
-		ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
-	}
 	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount))
 	})
-	return ps, nil
 }
 
 func nsTime(ns int64) time.Time {
@@ -241,15 +310,22 @@ func nsTime(ns int64) time.Time {
 	return time.Unix(0, ns)
 }
 
-func toContainerStatus(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) *ContainerStatus {
-	labels := s.GetLabels()
+// containerMeta is the labels and annotations of a container's status,
+// or of its listing (c, may be nil) where the status has none.
+func containerMeta(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) (labels, annotations map[string]string) {
+	labels = s.GetLabels()
 	if len(labels) == 0 {
 		labels = c.GetLabels()
 	}
-	annotations := s.GetAnnotations()
+	annotations = s.GetAnnotations()
 	if len(annotations) == 0 {
 		annotations = c.GetAnnotations()
 	}
+	return labels, annotations
+}
+
+func toContainerStatus(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) *ContainerStatus {
+	labels, annotations := containerMeta(c, s)
 	info := containerInfoFromAnnotations(annotations)
 	id := s.GetId()
 	if id == "" {

@@ -119,7 +119,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 				}
 			}
 		}
-		res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID})
+		res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID, ID: sandboxID})
 	} else {
 		var err error
 		sandboxCfg, err = m.builder.sandboxConfig(ctx, pod, actions.Attempt)
@@ -234,6 +234,7 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrCreateContainer, err))
 	}
+	step.ID = id
 	cctx, cancel = m.callCtx(ctx)
 	err = m.cfg.Runtime.StartContainer(cctx, id)
 	cancel()

@@ -116,10 +116,17 @@ func (a *agent) changing(ctx context.Context, uid types.UID, change func()) {
 // readChanged reads the status of a pod the agent just changed and hands
 // it to the PLEG (timestamped with the start of the read), which relists
 // the pod from it without reading it again. Without a PLEG to hand it to,
-// or if the read fails, it asks for the pod to be relisted.
-func (a *agent) readChanged(ctx context.Context, pod *v1.Pod) (*runtime.PodStatus, error) {
+// or if the read fails, it asks for the pod to be relisted. After a sync
+// (res not nil), a runtime that can reads only what rs and res name.
+func (a *agent) readChanged(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, res *runtime.SyncResult) (*runtime.PodStatus, error) {
 	readAt := a.clock.Now()
-	fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	var fresh *runtime.PodStatus
+	var err error
+	if r, ok := a.rt.(afterSyncReader); ok && res != nil {
+		fresh, err = r.GetPodStatusAfterSync(ctx, pod, rs, *res)
+	} else {
+		fresh, err = a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	}
 	if err != nil || fresh == nil || a.observe == nil {
 		a.requestRelist(pod.UID)
 		if err == nil && fresh == nil {
@@ -200,7 +207,7 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 	}
 	// Record what the sync did at once instead of on the next relist, and
 	// hand the same read to the PLEG (one read of the pod, not two).
-	fresh, err := a.readChanged(ctx, pod)
+	fresh, err := a.readChanged(ctx, pod, rs, &res)
 	if err != nil {
 		log.Debug("runtime status after sync not read", zap.Error(err))
 		return false, syncErr
@@ -236,7 +243,7 @@ func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 	}
 	a.probes.RemovePod(pod)
 
-	fresh, err := a.readChanged(ctx, pod)
+	fresh, err := a.readChanged(ctx, pod, nil, nil)
 	if err != nil {
 		return fmt.Errorf("reading the status of pod %s/%s after the kill: %w", pod.Namespace, pod.Name, err)
 	}

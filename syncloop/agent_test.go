@@ -225,6 +225,51 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 	}
 }
 
+// afterSyncStub is an ltStub that can read a pod after its sync from what
+// the sync knew (as *runtime.Manager can).
+type afterSyncStub struct {
+	*ltStub
+	before []*runtime.PodStatus
+	res    []runtime.SyncResult
+}
+
+func (a *afterSyncStub) GetPodStatusAfterSync(_ context.Context, pod *v1.Pod, before *runtime.PodStatus, res runtime.SyncResult) (*runtime.PodStatus, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.before, a.res = append(a.before, before), append(a.res, res)
+	return &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, nil
+}
+
+// After a sync that changed the pod, a runtime that can read the pod from
+// what the sync knew is given the status the sync used and its result; a
+// kill's read lists the pod (GetPodStatus).
+func TestAgentReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
+	clk := clocktesting.NewFakeClock(ltEpoch)
+	var rt *afterSyncStub
+	var observed int
+	l, stub, _ := ltStubLoop(t, clk, func(c *Config) {
+		c.Root = t.TempDir()
+		rt = &afterSyncStub{ltStub: c.Runtime.(*ltStub)}
+		c.Runtime = rt
+		c.ObservePodStatus = func(types.UID, *runtime.PodStatus) { observed++ }
+	})
+	stub.started = true
+	pod := ltPod("1", "web", 0)
+	used := &runtime.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Second)}
+	if _, err := l.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, used); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.before) != 1 || rt.before[0] != used || len(rt.res[0].Steps) != 1 || observed != 1 {
+		t.Fatalf("read after sync given %v and %+v, %d handed over; want the status the sync used and its one step, handed over", rt.before, rt.res, observed)
+	}
+	if err := l.agent.SyncTerminatingPod(t.Context(), pod, used, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.before) != 1 || observed != 2 {
+		t.Fatalf("the read after a kill went through GetPodStatusAfterSync (%d reads) or was not handed over (%d)", len(rt.before), observed)
+	}
+}
+
 // The agent tells its pod worker from when a status serves the next sync:
 // after a sync that changed the runtime, from the end of that change (so a
 // read handed over after it counts); after one that changed nothing, from

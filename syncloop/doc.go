@@ -81,7 +81,9 @@
 //     Failed phase makes the pod terminal. The runtime sync runs with the
 //     pod held in the PLEG (Config.HoldPod); when it changed something, the
 //     pod is read once after it and the read handed to the PLEG
-//     (Config.ObservePodStatus). The pod worker's next sync then waits for
+//     (Config.ObservePodStatus). A runtime with GetPodStatusAfterSync
+//     (*runtime.Manager) reads only the objects the sync knew of and made,
+//     without listing, unless a step failed. The pod worker's next sync then waits for
 //     a cached status at least as new as the end of the runtime sync, not
 //     of the whole sync (the kubelet's rule), so the handed-over read
 //     serves it at once: a pod that needs a second sync (its app container

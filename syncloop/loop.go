@@ -112,6 +112,13 @@ type podForgetter interface {
 	ForgetPod(uid types.UID)
 }
 
+// afterSyncReader is the optional capability of a RuntimeManager to read a
+// pod's status after SyncPod from what the sync started with and did,
+// with fewer calls than GetPodStatus (*runtime.Manager has it).
+type afterSyncReader interface {
+	GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *runtime.PodStatus, res runtime.SyncResult) (*runtime.PodStatus, error)
+}
+
 // VolumeHooks mounts and unmounts a pod's volumes (the volume manager).
 type VolumeHooks interface {
 	// WaitForAttachAndMount returns once every volume of the pod is mounted.
