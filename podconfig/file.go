@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,11 @@ func (s *FileSource) sync(ctx context.Context, full bool) error {
 	if !send {
 		return nil
 	}
+	return s.sendLocked(ctx, pods)
+}
+
+// sendLocked sends pods as the source's SET.
+func (s *FileSource) sendLocked(ctx context.Context, pods []*v1.Pod) error {
 	select {
 	case s.cfg.Out <- PodUpdate{Op: SET, Source: SourceFile, Pods: pods}:
 		s.sent = true
@@ -212,21 +218,60 @@ func (s *FileSource) scanLocked(full bool) ([]*v1.Pod, bool, error) {
 			return nil, false, nil
 		}
 	}
+	pods, send := s.setLocked()
+	return pods, send, nil
+}
+
+// setLocked returns the pods of every file, in file name order, and
+// whether to send them (nothing was sent yet, or the files changed since).
+func (s *FileSource) setLocked() ([]*v1.Pod, bool) {
 	if s.sent && !s.dirty {
-		return nil, false, nil
+		return nil, false
 	}
-	var pods []*v1.Pod
+	names := make([]string, 0, len(s.files))
+	for name := range s.files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	pods := []*v1.Pod{}
 	for _, name := range names {
-		if st := s.files[name]; st != nil {
-			for _, p := range st.pods {
-				pods = append(pods, p.DeepCopy())
-			}
+		for _, p := range s.files[name].pods {
+			pods = append(pods, p.DeepCopy())
 		}
 	}
-	if pods == nil {
-		pods = []*v1.Pod{}
+	return pods, true
+}
+
+// syncNamed is sync for file system events under a watched directory
+// Path: only the files the events named are looked at, and each that
+// exists is read (an event says it changed; its metadata may not, on a
+// file system with coarse times). A burst of N manifests renamed in costs
+// N reads, not a scan of the directory per batch of events.
+func (s *FileSource) syncNamed(ctx context.Context, names map[string]struct{}) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Clock.Now()
+	for name := range names {
+		fi, err := os.Stat(name) // follows symlinks
+		if err == nil && fi.Mode().IsRegular() {
+			stamp := stampOf(fi)
+			if !stamp.trusted(now) {
+				stamp = fileStamp{}
+			}
+			if !s.readFileLocked(name, stamp) {
+				continue
+			}
+		}
+		if _, ok := s.files[name]; ok {
+			delete(s.files, name)
+			s.dirty = true
+		}
 	}
-	return pods, true, nil
+	pods, send := s.setLocked()
+	if !send {
+		return nil
+	}
+	return s.sendLocked(ctx, pods)
 }
 
 // readFileLocked reads one manifest and updates its state. It reports
@@ -300,9 +345,13 @@ func readLimited(name string) ([]byte, error) {
 }
 
 // Run syncs at once, then again on every file system event under Path and
-// every Period. If watching fails (or the watcher reports an error), it
-// keeps polling every Period and tries to watch again each time. Errors from
-// a sync are logged, not returned. Run returns ctx.Err() once ctx is done
+// every Period. Events under a directory Path read just the manifests they
+// name (each once per batch of queued events); events on Path itself, or
+// under the parent of a file Path, rescan Path, re-reading only files whose
+// metadata moved. If watching fails (or the watcher reports an error, or a
+// watched directory Path is removed), it keeps polling every Period and
+// tries to watch again each time. Errors from a sync are logged, not
+// returned. Run returns ctx.Err() once ctx is done
 // and its goroutine (the watcher) is closed. It may run only once at a time.
 func (s *FileSource) Run(ctx context.Context) error {
 	s.mu.Lock()
@@ -321,6 +370,7 @@ func (s *FileSource) Run(ctx context.Context) error {
 	ticker := s.cfg.Clock.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
 	var w *fsnotify.Watcher
+	var watchingPath bool // w watches Path, a directory (else Path's parent)
 	defer func() {
 		if w != nil {
 			_ = w.Close()
@@ -335,12 +385,12 @@ func (s *FileSource) Run(ctx context.Context) error {
 		if w != nil {
 			return
 		}
-		nw, err := s.newWatcher()
+		nw, isPath, err := s.newWatcher()
 		if err != nil {
 			s.log.Debug("cannot watch; polling", zap.String("path", s.cfg.Path), zap.Error(err))
 			return
 		}
-		w = nw
+		w, watchingPath = nw, isPath
 	}
 	watch()
 	sync(true)
@@ -362,23 +412,28 @@ func (s *FileSource) Run(ctx context.Context) error {
 				w = nil
 				continue
 			}
-			if strings.HasPrefix(filepath.Base(ev.Name), ".") && ev.Name != s.cfg.Path {
-				continue
+			// One pass covers every event already queued: files written
+			// in a burst (N manifests renamed in at once) are each read
+			// once, not the whole directory per event.
+			batch, closed := drainEvents(events, ev)
+			named, scan, lost := s.eventTargets(batch, watchingPath)
+			switch {
+			case scan:
+				sync(false)
+			case len(named) > 0:
+				if err := s.syncNamed(ctx, named); err != nil && ctx.Err() == nil {
+					s.log.Warn("reading static pod manifests failed", zap.String("path", s.cfg.Path), zap.Error(err))
+				}
 			}
-			// One scan covers every event already queued: files written
-			// in a burst (N manifests renamed in at once) cost a few scans
-			// of the directory, not N (each re-reading every file and
-			// sending every pod again), and a file whose metadata is that
-			// of its last read is not read again.
-			closed := drainEvents(events)
-			sync(false)
-			if closed {
+			if closed || lost {
+				// The watched directory went (or the watcher did):
+				// poll, and watch again at the next period.
 				_ = w.Close()
 				w = nil
 			}
 		case err, ok := <-errs:
 			if ok {
-				s.log.Warn("file watcher failed; polling", zap.Error(err))
+				s.log.Warn("file watcher failed; polling", zap.String("path", s.cfg.Path), zap.Error(err))
 			}
 			_ = w.Close()
 			w = nil
@@ -386,35 +441,70 @@ func (s *FileSource) Run(ctx context.Context) error {
 	}
 }
 
-// drainEvents discards the events queued on ch without blocking and reports
-// whether ch was closed.
-func drainEvents(ch <-chan fsnotify.Event) (closed bool) {
+// eventTargets says what a batch of file system events asks for. When the
+// watcher watches Path (a directory), named holds the manifests the events
+// name (direct children of Path, not hidden), and scan is set by an event
+// on Path itself; lost is set when Path was removed or renamed (its watch
+// is gone). Otherwise (Path is a file, or missing, and its parent is
+// watched) any event not on a hidden name asks for a scan.
+func (s *FileSource) eventTargets(batch []fsnotify.Event, watchingPath bool) (named map[string]struct{}, scan, lost bool) {
+	path := filepath.Clean(s.cfg.Path)
+	for _, ev := range batch {
+		clean := filepath.Clean(ev.Name)
+		if clean == path {
+			scan = true
+			lost = lost || (watchingPath && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0)
+			continue
+		}
+		if strings.HasPrefix(filepath.Base(clean), ".") {
+			continue
+		}
+		if !watchingPath {
+			scan = true
+			continue
+		}
+		if filepath.Dir(clean) != path {
+			continue
+		}
+		if named == nil {
+			named = make(map[string]struct{}, len(batch))
+		}
+		named[filepath.Join(s.cfg.Path, filepath.Base(clean))] = struct{}{}
+	}
+	return named, scan, lost
+}
+
+// drainEvents returns first and the events queued after it on ch, taken
+// without blocking, and whether ch was closed.
+func drainEvents(ch <-chan fsnotify.Event, first fsnotify.Event) (batch []fsnotify.Event, closed bool) {
+	batch = append(batch, first)
 	for {
 		select {
-		case _, ok := <-ch:
+		case ev, ok := <-ch:
 			if !ok {
-				return true
+				return batch, true
 			}
+			batch = append(batch, ev)
 		default:
-			return false
+			return batch, false
 		}
 	}
 }
 
-// newWatcher watches Path when it is a directory, else the directory holding
-// it (so a file replaced by rename is seen).
-func (s *FileSource) newWatcher() (*fsnotify.Watcher, error) {
-	dir := s.cfg.Path
+// newWatcher watches Path when it is a directory (isPath), else the
+// directory holding it (so a file replaced by rename is seen).
+func (s *FileSource) newWatcher() (w *fsnotify.Watcher, isPath bool, err error) {
+	dir, isPath := s.cfg.Path, true
 	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		dir = filepath.Dir(dir)
+		dir, isPath = filepath.Dir(dir), false
 	}
-	w, err := fsnotify.NewWatcher()
+	w, err = fsnotify.NewWatcher()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := w.Add(dir); err != nil {
 		_ = w.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return w, nil
+	return w, isPath, nil
 }
