@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -107,9 +108,10 @@ type agentProc struct {
 }
 
 // startAgent starts the binary on the runtime with an empty manifest
-// directory and returns once it is ready (its status file is written after
-// the agent's first sync).
-func startAgent(ctx context.Context, o options, bin, work string, extra ...string) (*agentProc, error) {
+// directory and returns once it is ready: its status file is written, or,
+// without statusOutputs (no --status-file or --status-log, the standalone's
+// defaults), it printed its first table, after the agent's first sync.
+func startAgent(ctx context.Context, o options, bin, work string, statusOutputs bool, extra ...string) (*agentProc, error) {
 	a := &agentProc{
 		name:       "standalone",
 		logPath:    filepath.Join(work, "standalone.log"),
@@ -131,10 +133,11 @@ func startAgent(ctx context.Context, o options, bin, work string, extra ...strin
 		"--manifests", a.manifests,
 		"--root", filepath.Join(work, "root"),
 		"--node-name", "e2ebench",
-		"--status-file", a.statusFile,
-		"--status-log", a.statusLog,
 		// A bound on its life should this program die without stopping it.
 		"--duration", (2*o.timeout + o.idleWindow + 5*time.Minute).String(),
+	}
+	if statusOutputs {
+		args = append(args, "--status-file", a.statusFile, "--status-log", a.statusLog)
 	}
 	args = append(append(args, extra...), o.agentFlags...)
 	a.cmd = exec.Command(bin, args...)
@@ -145,7 +148,11 @@ func startAgent(ctx context.Context, o options, bin, work string, extra ...strin
 	go func() { a.exited <- a.cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(a.statusFile); err == nil {
+		if statusOutputs {
+			if _, err := os.Stat(a.statusFile); err == nil {
+				return a, nil
+			}
+		} else if out, err := os.ReadFile(a.logPath); err == nil && bytes.Contains(out, []byte(firstTable)) {
 			return a, nil
 		}
 		select {
@@ -163,6 +170,10 @@ func startAgent(ctx context.Context, o options, bin, work string, extra ...strin
 		}
 	}
 }
+
+// firstTable is what the standalone prints once it is ready, before any
+// manifest was written (its table without pods).
+const firstTable = "(no pods yet)"
 
 func (a *agentProc) pid() int { return a.cmd.Process.Pid }
 

@@ -137,7 +137,7 @@ func trimScheme(id string) string {
 // measureExits runs the exit-visibility case for one relist period.
 func measureExits(ctx context.Context, o options, c *cri, bin, work string, period time.Duration, logf func(string, ...any)) (exitRun, error) {
 	r := exitRun{Period: period, Pods: o.exitPods}
-	a, err := startAgent(ctx, o, bin, work, "--relist-period", period.String(), "--evented-pleg=false")
+	a, err := startAgent(ctx, o, bin, work, true, "--relist-period", period.String(), "--evented-pleg=false")
 	if err != nil {
 		return r, err
 	}

@@ -422,7 +422,7 @@ type agentRun struct {
 }
 
 func runNodekit(ctx context.Context, o options, c *cri, bin string, n int, work string) (agentRun, error) {
-	a, err := startAgent(ctx, o, bin, work)
+	a, err := startAgent(ctx, o, bin, work, false)
 	if err != nil {
 		return agentRun{}, err
 	}
@@ -541,6 +541,7 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 		notes = append(notes,
 			fmt.Sprintf("manifests to running: median of %d runs; the runtime polled every %s (ListContainers, state RUNNING)", o.runs, o.poll),
 			"CPU: utime+stime of the process from /proc/<pid>/stat (10 ms ticks); nodekit's and the kubelet's from t0 to all running, the floor child's from its start signal to all running",
+			"nodekit: examples/standalone with its default outputs (its table on stdout; no --status-file or --status-log, which only the exit case uses)",
 		)
 	}
 	if kubelet {
