@@ -64,8 +64,8 @@ type podDirs struct {
 	made map[types.UID]struct{}
 }
 
-// ensure makes root/pods/<uid>/{volumes,plugins,containers}, once per pod
-// (until remove is called for it).
+// ensure makes root/pods/<uid>/containers, once per pod (until remove is
+// called for it).
 func (d *podDirs) ensure(uid types.UID) error {
 	if d.root == "" {
 		return nil
@@ -83,10 +83,11 @@ func (d *podDirs) ensure(uid types.UID) error {
 	if err := fsutil.MkdirAll(dir, podDirMode); err != nil {
 		return fmt.Errorf("syncloop: making pod directory: %w", err)
 	}
-	for _, sub := range []string{PodVolumesDirName, PodPluginsDirName, PodContainersDirName} {
-		if err := fsutil.MkdirAll(filepath.Join(dir, sub), podDirMode); err != nil {
-			return fmt.Errorf("syncloop: making pod directory: %w", err)
-		}
+	// volumes and plugins are made by what puts something there (the
+	// volume manager): most pods have nothing to mount, and each mkdir
+	// costs an inode allocation.
+	if err := fsutil.MkdirAll(filepath.Join(dir, PodContainersDirName), podDirMode); err != nil {
+		return fmt.Errorf("syncloop: making pod directory: %w", err)
 	}
 	d.mu.Lock()
 	if d.made == nil {

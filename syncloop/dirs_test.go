@@ -42,10 +42,15 @@ func TestPodDirsLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, sub := range []string{"volumes", "plugins", "containers"} {
+	for _, sub := range []string{"", "containers"} {
 		fi, err := os.Stat(filepath.Join(root, "pods", "a", sub))
 		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
 			t.Fatalf("%s: %v %v", sub, fi, err)
+		}
+	}
+	for _, sub := range []string{"volumes", "plugins"} {
+		if _, err := os.Stat(filepath.Join(root, "pods", "a", sub)); !os.IsNotExist(err) {
+			t.Fatalf("%s made for a pod with nothing to mount: %v", sub, err)
 		}
 	}
 	if uids, _ := d.list(); len(uids) != 2 {
@@ -88,7 +93,7 @@ func TestPodDirsEnsureOncePerPod(t *testing.T) {
 	if err := d.ensure("a"); err != nil {
 		t.Fatal(err)
 	}
-	vols := filepath.Join(root, "pods", "a", "volumes")
+	vols := filepath.Join(root, "pods", "a", "containers")
 	if err := os.Remove(vols); err != nil {
 		t.Fatal(err)
 	}

@@ -102,9 +102,10 @@
 //
 // # Directories
 //
-// With Config.Root set, every pod gets Root/pods/<uid>/{volumes,plugins,
-// containers} (mode 0750) before it starts; the UID is checked to be one
-// safe path segment first (ErrUnsafePath). Housekeeping removes the
+// With Config.Root set, every pod gets Root/pods/<uid>/containers (mode
+// 0750) before it starts; the UID is checked to be one safe path segment
+// first (ErrUnsafePath). Its volumes and plugins directories are made by
+// what mounts there (the volume manager), not for every pod. Housekeeping removes the
 // directory of a pod that is gone once sources are ready, the pod workers
 // allow its content to be removed and nothing of it runs; volumes and
 // plugins are only cleared of empty directories (never files, never across

@@ -63,7 +63,7 @@ func TestEndToEnd(t *testing.T) {
 		if app == nil || app.State != runtime.ContainerStateRunning {
 			t.Fatalf("runtime status: %+v", rs)
 		}
-		for _, sub := range []string{"volumes", "plugins", "containers"} {
+		for _, sub := range []string{"", "containers"} {
 			fi, err := os.Stat(filepath.Join(e.root, "pods", "u1", sub))
 			if err != nil || fi.Mode().Perm() != 0o750 {
 				t.Fatalf("pod dir %s: %v %v", sub, fi, err)
