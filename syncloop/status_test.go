@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -615,5 +616,52 @@ func TestMemorySink(t *testing.T) {
 	cancel()
 	if err := s.SyncPodStatus(ctx, pod, st); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
+	}
+}
+
+// statusEqualByAgent is semantic equality on what the agent owns: the fast
+// reflect test must not turn semantically equal statuses unequal.
+func TestStatusEqualByAgent(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	base := func() *v1.PodStatus {
+		start := metav1.NewTime(at)
+		return &v1.PodStatus{
+			Phase: v1.PodRunning, StartTime: &start,
+			Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: start}},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: start}},
+				AllocatedResources: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}},
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*v1.PodStatus)
+		equal bool
+	}{
+		{"identical", func(*v1.PodStatus) {}, true},
+		{"a time in another location", func(s *v1.PodStatus) {
+			t := metav1.NewTime(at.In(time.FixedZone("x", 3600)))
+			s.StartTime = &t
+		}, true},
+		{"a quantity spelled otherwise", func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU] = resource.MustParse("1000m")
+		}, true},
+		{"empty against nil", func(s *v1.PodStatus) { s.InitContainerStatuses = []v1.ContainerStatus{} }, true},
+		{"a condition's time only", func(s *v1.PodStatus) { s.Conditions[0].LastTransitionTime = metav1.NewTime(at.Add(time.Hour)) }, true},
+		{"another's condition", func(s *v1.PodStatus) {
+			s.Conditions = append(s.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionFalse})
+		}, true},
+		{"a container state", func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}
+		}, false},
+		{"a condition's status", func(s *v1.PodStatus) { s.Conditions[0].Status = v1.ConditionFalse }, false},
+		{"a quantity", func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU] = resource.MustParse("2")
+		}, false},
+	} {
+		a, b := base(), base()
+		tc.edit(b)
+		if got := statusEqualByAgent(a, b); got != tc.equal {
+			t.Errorf("%s: equal %v, want %v", tc.name, got, tc.equal)
+		}
 	}
 }
