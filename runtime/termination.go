@@ -38,9 +38,13 @@ const (
 )
 
 // terminationMessageMount makes the host file a container writes its
-// termination message to, <PodsDir>/<uid>/containers/<name>/<random>, one
+// termination message to, <PodsDir>/<uid>/containers/<name>.<random>, one
 // per container instance, and returns its mount. Nil without PodsDir or a
 // termination message path, or when a volume is already mounted there.
+// (The kubelet makes a directory per container name to hold the files; a
+// container name has no '.', so the files of all containers share one
+// directory here, and starting a container costs no inode for a
+// directory.)
 func (b *configBuilder) terminationMessageMount(pod *v1.Pod, c *v1.Container, mounts []*runtimeapi.Mount) (*runtimeapi.Mount, error) {
 	if b.cfg.PodsDir == "" || c.TerminationMessagePath == "" {
 		return nil, nil
@@ -53,16 +57,24 @@ func (b *configBuilder) terminationMessageMount(pod *v1.Pod, c *v1.Container, mo
 	if !filepath.IsAbs(c.TerminationMessagePath) {
 		return nil, fmt.Errorf("terminationMessagePath %q is not absolute", c.TerminationMessagePath)
 	}
-	dir := filepath.Join(b.cfg.PodsDir, string(pod.UID), podContainersDir, c.Name)
-	if err := fsutil.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("termination message directory: %w", err)
-	}
+	dir := filepath.Join(b.cfg.PodsDir, string(pod.UID), podContainersDir)
 	var id [4]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("termination message file name: %w", err)
 	}
-	path := filepath.Join(dir, hex.EncodeToString(id[:]))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, terminationFileMode)
+	path := filepath.Join(dir, c.Name+"."+hex.EncodeToString(id[:]))
+	create := func() (*os.File, error) {
+		return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, terminationFileMode)
+	}
+	f, err := create()
+	if errors.Is(err, fs.ErrNotExist) {
+		// The pod's directory is usually there already (the sync loop
+		// makes it); make it otherwise.
+		if err := fsutil.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("termination message directory: %w", err)
+		}
+		f, err = create()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("termination message file: %w", err)
 	}

@@ -80,8 +80,8 @@ func exitedMessage(t *testing.T, m *runtime.Manager) string {
 func TestTerminationMessageFile(t *testing.T) {
 	m, cri, id, pods := startOne(t, tmPod(v1.TerminationMessageReadFile))
 	host := hostFile(t, cri, id)
-	if !strings.HasPrefix(host, filepath.Join(pods, "uid-tm", "containers", "app")+"/") {
-		t.Errorf("termination file %s is not under the pod's containers dir", host)
+	if !strings.HasPrefix(host, filepath.Join(pods, "uid-tm", "containers", "app.")) {
+		t.Errorf("termination file %s is not the container's in the pod's containers dir", host)
 	}
 	if st, err := os.Stat(host); err != nil || st.Mode().Perm() != 0o666 {
 		t.Fatalf("termination file: %v, %v", st, err)
