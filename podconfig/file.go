@@ -39,7 +39,9 @@ type FileSourceConfig struct {
 	// Logger; default zap.NewNop(). Named "podconfig.file".
 	Logger *zap.Logger
 	// Out receives a SET (Source SourceFile) with all the pods whenever they
-	// change, typically PodConfig.Channel(SourceFile). Required.
+	// change, typically PodConfig.Channel(SourceFile). Required. A pod
+	// whose manifest did not change is sent again as the same object: the
+	// receiver must not modify the pods (PodConfig does not).
 	Out chan<- PodUpdate
 	// OnError, if set, is called with every manifest that fails to decode
 	// (the error names the file and the line or field). It is called from
@@ -235,9 +237,7 @@ func (s *FileSource) setLocked() ([]*v1.Pod, bool) {
 	slices.Sort(names)
 	pods := []*v1.Pod{}
 	for _, name := range names {
-		for _, p := range s.files[name].pods {
-			pods = append(pods, p.DeepCopy())
-		}
+		pods = append(pods, s.files[name].pods...)
 	}
 	return pods, true
 }

@@ -76,7 +76,7 @@ func TestSyncNamed(t *testing.T) {
 	write(t, b, manifest("b"))
 	h := newFileHarness(t, dir)
 	h.sync(t)
-	h.pending()
+	first := h.pending()
 	reads := func() int { h.src.mu.Lock(); defer h.src.mu.Unlock(); return h.src.reads }
 	before := reads()
 
@@ -88,8 +88,13 @@ func TestSyncNamed(t *testing.T) {
 	if n := reads() - before; n != 2 {
 		t.Fatalf("read %d files, want the 2 named", n)
 	}
-	if us := h.pending(); len(us) != 1 || names(us[0]) != "a-node,b-node,c-node" {
+	us := h.pending()
+	if len(us) != 1 || names(us[0]) != "a-node,b-node,c-node" {
 		t.Fatalf("sent %+v", us)
+	}
+	// b's manifest was not read again: its pod is the object sent before.
+	if len(first) != 1 || first[0].Pods[1] != us[0].Pods[1] {
+		t.Fatal("an unchanged manifest's pod was not sent as the same object")
 	}
 	if err := os.Remove(a); err != nil {
 		t.Fatal(err)
