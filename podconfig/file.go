@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // DefaultFilePeriod is how often a file source re-reads its path when
@@ -72,7 +74,7 @@ type FileSource struct {
 type fileState struct {
 	// stamp is the file's metadata when it was last read, if it was old
 	// enough to be trusted (see racyWindow); zero otherwise.
-	stamp  fileStamp
+	stamp  fsutil.Stamp
 	sum    [32]byte
 	pods   []*v1.Pod // last good version; nil if it never parsed
 	good   bool      // pods came from a successful decode
@@ -165,11 +167,11 @@ func (s *FileSource) scanLocked(full bool) ([]*v1.Pod, bool, error) {
 	}
 
 	var names []string
-	var stamps []fileStamp
+	var stamps []fsutil.Stamp
 	single := !info.IsDir()
 	if single {
 		names = []string{s.cfg.Path}
-		stamps = []fileStamp{stampOf(info)}
+		stamps = []fsutil.Stamp{fsutil.StampOf(info)}
 	} else {
 		entries, err := os.ReadDir(s.cfg.Path)
 		if err != nil {
@@ -185,7 +187,7 @@ func (s *FileSource) scanLocked(full bool) ([]*v1.Pod, bool, error) {
 				continue
 			}
 			names = append(names, p) // ReadDir returns them sorted
-			stamps = append(stamps, stampOf(fi))
+			stamps = append(stamps, fsutil.StampOf(fi))
 		}
 	}
 
@@ -199,8 +201,8 @@ func (s *FileSource) scanLocked(full bool) ([]*v1.Pod, bool, error) {
 			present[name] = true // unchanged since it was read
 			continue
 		}
-		if !stamp.trusted(now) {
-			stamp = fileStamp{}
+		if !stamp.Trusted(now, racyWindow) {
+			stamp = fsutil.Stamp{}
 		}
 		// A file removed between the listing and the read is gone, not
 		// broken: its pods go with it.
@@ -254,9 +256,9 @@ func (s *FileSource) syncNamed(ctx context.Context, names map[string]struct{}) e
 	for name := range names {
 		fi, err := os.Stat(name) // follows symlinks
 		if err == nil && fi.Mode().IsRegular() {
-			stamp := stampOf(fi)
-			if !stamp.trusted(now) {
-				stamp = fileStamp{}
+			stamp := fsutil.StampOf(fi)
+			if !stamp.Trusted(now, racyWindow) {
+				stamp = fsutil.Stamp{}
 			}
 			if !s.readFileLocked(name, stamp) {
 				continue
@@ -279,7 +281,7 @@ func (s *FileSource) syncNamed(ctx context.Context, names map[string]struct{}) e
 // stamp (zero: none to keep) is the file's metadata as listed before the
 // read: a change after the listing gives the next scan other metadata, so
 // it reads the file again.
-func (s *FileSource) readFileLocked(name string, stamp fileStamp) (gone bool) {
+func (s *FileSource) readFileLocked(name string, stamp fsutil.Stamp) (gone bool) {
 	s.reads++
 	data, err := readLimited(name)
 	if errors.Is(err, fs.ErrNotExist) {

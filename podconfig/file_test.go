@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 func manifest(name string) string {
@@ -286,7 +288,7 @@ func TestFileRemovedBetweenListAndRead(t *testing.T) {
 	}
 	// What scanLocked does for a name it listed before the removal.
 	h.src.mu.Lock()
-	gone := h.src.readFileLocked(b, fileStamp{})
+	gone := h.src.readFileLocked(b, fsutil.Stamp{})
 	_, kept := h.src.files[b]
 	h.src.mu.Unlock()
 	if !gone {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 func (h *fileHarness) scan(t *testing.T, full bool) int {
@@ -29,8 +31,7 @@ func lastChange(t *testing.T, path string) time.Time {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := stampOf(fi)
-	return time.Unix(0, max(st.mtime, st.ctime))
+	return fsutil.StampOf(fi).LastChange()
 }
 
 // A scan for file system events reads only the files whose metadata moved

@@ -20,8 +20,10 @@ type configBuilder struct {
 	// envSources fetches ConfigMaps and Secrets for env; nil: a container
 	// that refers to one fails with ErrCreateContainerConfig.
 	envSources EnvSourceGetter
-	// readFile reads the host resolv.conf; nil: a bounded os read.
+	// readFile reads the host resolv.conf; nil: a bounded os read, its
+	// parsed content kept in resolv while the file's stamp holds.
 	readFile func(path string) ([]byte, error)
+	resolv   resolvCache
 	// machineMemory is the node's memory capacity in bytes for Burstable
 	// oom_score_adj; 0: Config.NodeAllocatable's memory, else 16 GiB.
 	machineMemory int64

@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // DNS limits the kubelet applies to what it hands to the runtime (those of
@@ -124,7 +129,19 @@ func (b *configBuilder) hostDNS() (*runtimeapi.DNSConfig, error) {
 		path = defaultResolvConf
 	}
 	read := b.readFile
+	var stamp fsutil.Stamp
 	if read == nil {
+		// Every sandbox needs the host's resolv.conf: it is parsed again
+		// only when its stamp moved (one stat instead of open, read and
+		// close per pod).
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("read host resolv.conf: %w", err)
+		}
+		stamp = fsutil.StampOf(fi)
+		if dns := b.resolv.get(path, stamp); dns != nil {
+			return dns, nil
+		}
 		read = readResolvConfFile
 	}
 	data, err := read(path)
@@ -138,7 +155,45 @@ func (b *configBuilder) hostDNS() (*runtimeapi.DNSConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	return &runtimeapi.DNSConfig{Servers: servers, Searches: searches, Options: options}, nil
+	dns := &runtimeapi.DNSConfig{Servers: servers, Searches: searches, Options: options}
+	if b.readFile == nil && stamp.Trusted(b.cfg.Clock.Now(), resolvConfWindow) {
+		b.resolv.put(path, stamp, dns)
+	}
+	return dns, nil
+}
+
+// resolvConfWindow is how long before it is read the host resolv.conf must
+// have last changed for its stamp to vouch for its content (fsutil.Stamp).
+const resolvConfWindow = time.Second
+
+// resolvCache holds the host resolv.conf as last parsed, with the stamp of
+// the file it came from. Its zero value is empty.
+type resolvCache struct {
+	mu    sync.Mutex
+	path  string
+	stamp fsutil.Stamp
+	dns   *runtimeapi.DNSConfig
+}
+
+// get returns a copy of the parsed file if it came from path with stamp.
+func (c *resolvCache) get(path string, stamp fsutil.Stamp) *runtimeapi.DNSConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dns == nil || c.path != path || c.stamp != stamp {
+		return nil
+	}
+	return cloneDNS(c.dns)
+}
+
+// put keeps a copy of dns, parsed from path with stamp.
+func (c *resolvCache) put(path string, stamp fsutil.Stamp, dns *runtimeapi.DNSConfig) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.path, c.stamp, c.dns = path, stamp, cloneDNS(dns)
+}
+
+func cloneDNS(d *runtimeapi.DNSConfig) *runtimeapi.DNSConfig {
+	return &runtimeapi.DNSConfig{Servers: slices.Clone(d.Servers), Searches: slices.Clone(d.Searches), Options: slices.Clone(d.Options)}
 }
 
 // podDNS builds the sandbox DNS config for the pod's dnsPolicy:
