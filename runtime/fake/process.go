@@ -463,7 +463,7 @@ func trapsTerm(sigs []string) bool {
 
 // trapExitCode finds `exit N` in a trap action; 0 if none.
 func trapExitCode(action string) int32 {
-	f := strings.Fields(strings.NewReplacer(";", " ; ").Replace(action))
+	f := strings.Fields(strings.ReplaceAll(action, ";", " ; "))
 	for i, w := range f {
 		if w == "exit" && i+1 < len(f) {
 			if c, err := parseExitCode(f[i+1]); err == nil {
