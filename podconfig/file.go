@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -331,12 +330,7 @@ func (s *FileSource) reportLocked(name string, st *fileState, err error) {
 }
 
 func readLimited(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
+	data, err := fsutil.ReadAtMost(name, MaxManifestSize+1)
 	if err != nil {
 		return nil, err
 	}

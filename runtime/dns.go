@@ -3,7 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -32,12 +31,7 @@ const (
 
 // readResolvConfFile reads at most maxResolvConfBytes of a file.
 func readResolvConfFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxResolvConfBytes+1))
+	data, err := fsutil.ReadAtMost(path, maxResolvConfBytes+1)
 	if err != nil {
 		return nil, err
 	}

@@ -63,26 +63,16 @@ func (b *configBuilder) terminationMessageMount(pod *v1.Pod, c *v1.Container, mo
 		return nil, fmt.Errorf("termination message file name: %w", err)
 	}
 	path := filepath.Join(dir, c.Name+"."+hex.EncodeToString(id[:]))
-	create := func() (*os.File, error) {
-		return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, terminationFileMode)
-	}
-	f, err := create()
+	err := fsutil.CreateExclusive(path, terminationFileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The pod's directory is usually there already (the sync loop
 		// makes it); make it otherwise.
 		if err := fsutil.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("termination message directory: %w", err)
 		}
-		f, err = create()
+		err = fsutil.CreateExclusive(path, terminationFileMode)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("termination message file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("termination message file: %w", err)
-	}
-	// The umask may have narrowed the mode.
-	if err := os.Chmod(path, terminationFileMode); err != nil {
 		return nil, fmt.Errorf("termination message file: %w", err)
 	}
 	return &runtimeapi.Mount{HostPath: path, ContainerPath: c.TerminationMessagePath}, nil
