@@ -30,7 +30,7 @@ type Config struct {
 
 	// PodsDir is the agent's per-pod directory (the Builder's
 	// <root>/pods): each container instance with a terminationMessagePath
-	// gets a file <PodsDir>/<uid>/containers/<name>/<random> mounted there,
+	// gets a file <PodsDir>/<uid>/containers/<name>.<random> mounted there,
 	// read back as its terminated state's message. "" = no such files.
 	PodsDir string
 

@@ -220,9 +220,9 @@ type Config struct {
 	// in the status manager and syncs the pod.
 	ProbeResults <-chan ProbeUpdate
 
-	// Root is the agent's root directory: pod directories are made under
-	// Root/pods/<uid>/{volumes,plugins,containers}. "" means no directories
-	// are managed.
+	// Root is the agent's root directory: each pod gets Root/pods/<uid>
+	// with its containers subdirectory (volumes and plugins are made by
+	// what mounts there). "" means no directories are managed.
 	Root string
 
 	// Admitters are extra admission checks run after the built-in ones
