@@ -121,7 +121,16 @@ func (r *reconciler) mountVolumes(ctx context.Context) {
 		if !r.mayTry(key) {
 			continue
 		}
-		err := dv.plugin.SetUp(ctx, dv.pod, dv.vol, dv.dir)
+		var err error
+		if !mounted {
+			// The pod's directory and its volumes directory are made
+			// here, with the kubelet's mode, if the pod worker has not
+			// made the first yet (it makes no volumes directory).
+			err = os.MkdirAll(filepath.Join(m.cfg.PodsDir, string(uid), volumesDirName), 0o750)
+		}
+		if err == nil {
+			err = dv.plugin.SetUp(ctx, dv.pod, dv.vol, dv.dir)
+		}
 		var hostPath string
 		if err == nil {
 			hostPath, err = dv.plugin.HostPath(dv.pod, dv.vol, dv.dir)

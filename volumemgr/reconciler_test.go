@@ -3,6 +3,8 @@ package volumemgr
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -78,5 +80,30 @@ func BenchmarkPopulateNoChange(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e.m.PopulateOnce(ctx)
+	}
+}
+
+// The first mount of a pod's volume makes the pod's directory and its
+// volumes directory with mode 0750 when the pod worker has not made them
+// (it makes no volumes directory).
+func TestFirstMountMakesPodVolumesDir(t *testing.T) {
+	pod := testPod("p", "uid1", "data")
+	podsDir := filepath.Join(t.TempDir(), "pods")
+	pods := newFakePods(pod)
+	// The real emptyDir plugin: it makes its own directory 0777.
+	m, err := New(Config{PodsDir: podsDir, Plugins: DefaultPlugins(PluginsConfig{}), Pods: pods, PodState: pods, SourcesReady: pods.sourcesReady})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.PopulateOnce(t.Context())
+	m.ReconcileOnce(t.Context())
+	if _, err := os.Stat(filepath.Join(podsDir, "uid1", "volumes", "kubernetes.io~empty-dir", "data")); err != nil {
+		t.Fatalf("the volume was not set up: %v", err)
+	}
+	for _, dir := range []string{filepath.Join(podsDir, "uid1"), filepath.Join(podsDir, "uid1", "volumes")} {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+			t.Fatalf("%s: %v, %v; want a 0750 directory", dir, fi, err)
+		}
 	}
 }
