@@ -122,6 +122,16 @@ func (s *FileSource) Sync(ctx context.Context) error {
 // entries, the same way).
 const racyWindow = 100 * time.Millisecond
 
+// vouching returns st if it was taken at least racyWindow after the file's
+// last change (so it vouches for the content read now), else the zero
+// stamp, which matches no file.
+func vouching(st fsutil.Stamp, now time.Time) fsutil.Stamp {
+	if st.Trusted(now, racyWindow) {
+		return st
+	}
+	return fsutil.Stamp{}
+}
+
 // sync is Sync; with full false (a scan for file system events) a file
 // whose size, times, inode and device are those of its last read, which was
 // more than racyWindow after its last change, is not read again.
@@ -200,12 +210,9 @@ func (s *FileSource) scanLocked(full bool) ([]*v1.Pod, bool, error) {
 			present[name] = true // unchanged since it was read
 			continue
 		}
-		if !stamp.Trusted(now, racyWindow) {
-			stamp = fsutil.Stamp{}
-		}
 		// A file removed between the listing and the read is gone, not
 		// broken: its pods go with it.
-		present[name] = !s.readFileLocked(name, stamp)
+		present[name] = !s.readFileLocked(name, vouching(stamp, now))
 	}
 	for name := range s.files {
 		if !present[name] {
@@ -255,11 +262,7 @@ func (s *FileSource) syncNamed(ctx context.Context, names map[string]struct{}) e
 	for name := range names {
 		fi, err := os.Stat(name) // follows symlinks
 		if err == nil && fi.Mode().IsRegular() {
-			stamp := fsutil.StampOf(fi)
-			if !stamp.Trusted(now, racyWindow) {
-				stamp = fsutil.Stamp{}
-			}
-			if !s.readFileLocked(name, stamp) {
+			if !s.readFileLocked(name, vouching(fsutil.StampOf(fi), now)) {
 				continue
 			}
 		}

@@ -123,8 +123,9 @@ func (b *configBuilder) hostDNS() (*runtimeapi.DNSConfig, error) {
 		path = defaultResolvConf
 	}
 	read := b.readFile
+	cached := read == nil // an injected reader (tests) is asked every time
 	var stamp fsutil.Stamp
-	if read == nil {
+	if cached {
 		// Every sandbox needs the host's resolv.conf: it is parsed again
 		// only when its stamp moved (one stat instead of open, read and
 		// close per pod).
@@ -150,7 +151,7 @@ func (b *configBuilder) hostDNS() (*runtimeapi.DNSConfig, error) {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
 	dns := &runtimeapi.DNSConfig{Servers: servers, Searches: searches, Options: options}
-	if b.readFile == nil && stamp.Trusted(b.cfg.Clock.Now(), resolvConfWindow) {
+	if cached && stamp.Trusted(b.cfg.Clock.Now(), resolvConfWindow) {
 		b.resolv.put(path, stamp, dns)
 	}
 	return dns, nil
