@@ -484,6 +484,14 @@ func TestKillPodAndWait(t *testing.T) {
 			if err := <-errc; err != nil {
 				t.Fatal(err)
 			}
+			// KillPodAndWait returns once the containers are stopped (the
+			// terminating sync completed), as the kubelet's eviction waits
+			// for; the worker's terminated step (volume and cgroup cleanup)
+			// may still be running then, so it is awaited separately.
+			if got := e.syncer.history("1"); len(got) < 2 || got[1] != "1:terminating(2)" {
+				t.Fatalf("returned with history %v, want the terminating sync done", got)
+			}
+			synctest.Wait()
 			e.expectHistory("1", "1:sync(create)", "1:terminating(2)", "1:terminated")
 			if !e.p.ShouldPodContentBeRemoved("1") {
 				t.Fatal("eviction not recorded")
