@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/prober"
@@ -57,8 +58,8 @@ type Agent struct {
 
 	// updates and events carry podconfig's and pleg's streams, converted, to
 	// the sync loop (which imports neither package).
-	updates chan syncloop.PodUpdate
-	events  chan *syncloop.PodLifecycleEvent
+	updates chan kubetypes.PodUpdate
+	events  chan *kubetypes.PodLifecycleEvent
 
 	started atomic.Bool
 	done    chan struct{}
@@ -82,13 +83,13 @@ func (a *Agent) PodConfig() *podconfig.PodConfig { return a.podConfig }
 // a *pleg.EventedPLEG (WithEventedPLEG).
 type podLifecycle interface {
 	Run(ctx context.Context) error
-	Watch() <-chan *pleg.PodLifecycleEvent
+	Watch() <-chan *kubetypes.PodLifecycleEvent
 	Cache() *pleg.Cache
 	Healthy() (bool, error)
 	RequestRelist(uid types.UID)
-	ObservePodStatus(uid types.UID, status *runtime.PodStatus)
+	ObservePodStatus(uid types.UID, status *kubetypes.PodStatus)
 	HoldPod(uid types.UID)
-	Listing() ([]*runtime.Pod, time.Time)
+	Listing() ([]*kubetypes.Pod, time.Time)
 	ReleasePod(uid types.UID)
 }
 
@@ -111,15 +112,7 @@ func (a *Agent) Eviction() *eviction.Manager { return a.eviction.Load() }
 // Pressure reports the node's memory, disk and PID pressure as the
 // eviction manager sees it (none without WithEviction). It asks at each
 // call, so node status can take it before every part is built.
-func (a *Agent) Pressure() PressureSource { return agentPressure{a} }
-
-// PressureSource is what node status asks about pressure
-// (nodestatus.PressureSource has the same methods).
-type PressureSource interface {
-	IsUnderMemoryPressure() bool
-	IsUnderDiskPressure() bool
-	IsUnderPIDPressure() bool
-}
+func (a *Agent) Pressure() kubetypes.PressureSource { return agentPressure{a} }
 
 type agentPressure struct{ a *Agent }
 
@@ -301,7 +294,7 @@ func (a *Agent) forwardUpdates(ctx context.Context) error {
 				return errors.New("podconfig closed its updates")
 			}
 			select {
-			case a.updates <- ConvertPodUpdate(u):
+			case a.updates <- u:
 			case <-ctx.Done():
 				return nil
 			}
@@ -318,44 +311,12 @@ func (a *Agent) forwardEvents(ctx context.Context) error {
 			return nil
 		case e := <-in:
 			select {
-			case a.events <- ConvertEvent(e):
+			case a.events <- e:
 			case <-ctx.Done():
 				return nil
 			}
 		}
 	}
-}
-
-// ConvertPodUpdate turns a podconfig.PodUpdate into the sync loop's
-// PodUpdate (same pods, same operation, same source).
-func ConvertPodUpdate(u podconfig.PodUpdate) syncloop.PodUpdate {
-	return syncloop.PodUpdate{Pods: u.Pods, Op: convertOp(u.Op), Source: u.Source}
-}
-
-func convertOp(op podconfig.Op) syncloop.Op {
-	switch op {
-	case podconfig.SET:
-		return syncloop.SET
-	case podconfig.ADD:
-		return syncloop.ADD
-	case podconfig.UPDATE:
-		return syncloop.UPDATE
-	case podconfig.REMOVE:
-		return syncloop.REMOVE
-	case podconfig.DELETE:
-		return syncloop.DELETE
-	case podconfig.RECONCILE:
-		return syncloop.RECONCILE
-	}
-	return syncloop.Op(-1) // the loop logs and ignores unknown ops
-}
-
-// ConvertEvent turns a pleg event into the sync loop's event.
-func ConvertEvent(e *pleg.PodLifecycleEvent) *syncloop.PodLifecycleEvent {
-	if e == nil {
-		return nil
-	}
-	return &syncloop.PodLifecycleEvent{ID: e.ID, Type: string(e.Type), Data: e.Data}
 }
 
 // sourcesReady reports whether every pod source has sent its full set.

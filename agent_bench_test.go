@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/syncloop"
@@ -273,7 +274,7 @@ type eventedWiring struct {
 	tb     testing.TB
 	agent  *nodekit.Agent // set once Build returned, before Run
 	pleg   *pleg.EventedPLEG
-	events chan *syncloop.PodLifecycleEvent
+	events chan *kubetypes.PodLifecycleEvent
 }
 
 func (w *eventedWiring) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, cb func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
@@ -290,7 +291,7 @@ func (w *eventedWiring) wire(bld *nodekit.Builder) {
 		if err != nil {
 			w.tb.Fatal(err)
 		}
-		w.pleg, w.events = ev, make(chan *syncloop.PodLifecycleEvent, pleg.DefaultChannelCapacity)
+		w.pleg, w.events = ev, make(chan *kubetypes.PodLifecycleEvent, pleg.DefaultChannelCapacity)
 		cfg.Cache, cfg.Events, cfg.PLEGHealthy, cfg.RequestRelist = ev.Cache(), w.events, ev.Healthy, ev.RequestRelist
 	})
 	bld.WithPart("evented pleg", func(ctx context.Context) error {
@@ -302,7 +303,7 @@ func (w *eventedWiring) wire(bld *nodekit.Builder) {
 					return
 				case e := <-w.pleg.Watch():
 					select {
-					case w.events <- nodekit.ConvertEvent(e):
+					case w.events <- e:
 					case <-ctx.Done():
 						return
 					}

@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/runtime"
@@ -46,7 +47,7 @@ type PodSource interface {
 // PodSourceFunc builds a PodSource that sends into out (the channel
 // podconfig.PodConfig.Channel gives for the source's name). It is called by
 // Build and must do no I/O.
-type PodSourceFunc func(out chan<- podconfig.PodUpdate) (PodSource, error)
+type PodSourceFunc func(out chan<- kubetypes.PodUpdate) (PodSource, error)
 
 type namedSource struct {
 	name string
@@ -297,14 +298,14 @@ func (b *Builder) Build() (*Agent, error) {
 	// Pod sources and their merge.
 	var names []string
 	if b.manifestDir != "" {
-		names = append(names, podconfig.SourceFile)
+		names = append(names, kubetypes.SourceFile)
 	}
 	seen := map[string]bool{}
 	for _, s := range b.sources {
 		switch {
 		case s.name == "":
 			errs = append(errs, configErr("builder", "WithPodSource: empty source name"))
-		case s.name == podconfig.SourceFile && b.manifestDir != "", seen[s.name]:
+		case s.name == kubetypes.SourceFile && b.manifestDir != "", seen[s.name]:
 			errs = append(errs, configErr("builder", "WithPodSource: source %q given twice", s.name))
 		case s.make == nil:
 			errs = append(errs, configErr("builder", "WithPodSource(%q): nil source func", s.name))
@@ -368,8 +369,8 @@ func (b *Builder) Build() (*Agent, error) {
 	a.pleg = g
 
 	// The sync loop with the pod workers and the status manager.
-	a.updates = make(chan syncloop.PodUpdate)
-	a.events = make(chan *syncloop.PodLifecycleEvent, pleg.DefaultChannelCapacity)
+	a.updates = make(chan kubetypes.PodUpdate)
+	a.events = make(chan *kubetypes.PodLifecycleEvent, pleg.DefaultChannelCapacity)
 	lcfg := syncloop.Config{
 		NodeName:        b.nodeName,
 		Updates:         a.updates,
@@ -435,7 +436,7 @@ func (b *Builder) Build() (*Agent, error) {
 }
 
 func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.Logger) error {
-	ch, err := a.podConfig.Channel(podconfig.SourceFile)
+	ch, err := a.podConfig.Channel(kubetypes.SourceFile)
 	if err != nil {
 		return partErr("podconfig", err)
 	}
@@ -448,7 +449,7 @@ func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.
 	if err != nil {
 		return partErr("podconfig file source", err)
 	}
-	a.sources = append(a.sources, sourceRun{name: podconfig.SourceFile, src: fs})
+	a.sources = append(a.sources, sourceRun{name: kubetypes.SourceFile, src: fs})
 	return nil
 }
 
@@ -481,11 +482,11 @@ const listingMaxAge = 2 * time.Second
 // recentListing lists the runtime's pods from the PLEG's last relist when
 // it started at most listingMaxAge ago, else from the runtime.
 func recentListing(g interface {
-	Listing() ([]*runtime.Pod, time.Time)
+	Listing() ([]*kubetypes.Pod, time.Time)
 }, mgr interface {
-	GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
-}, clk clock.PassiveClock) func(context.Context) ([]*runtime.Pod, error) {
-	return func(ctx context.Context) ([]*runtime.Pod, error) {
+	GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, error)
+}, clk clock.PassiveClock) func(context.Context) ([]*kubetypes.Pod, error) {
+	return func(ctx context.Context) ([]*kubetypes.Pod, error) {
 		if pods, at := g.Listing(); !at.IsZero() && clk.Since(at) <= listingMaxAge {
 			return pods, nil
 		}

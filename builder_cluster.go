@@ -3,7 +3,7 @@ package nodekit
 import (
 	"context"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -42,7 +42,7 @@ func (b *Builder) WithCluster(c Cluster) *Builder {
 		})
 		return b
 	}
-	b.WithPodSource(podconfig.SourceAPI, c.PodSource)
+	b.WithPodSource(kubetypes.SourceAPI, c.PodSource)
 	if b.sink == nil && c.StatusSink != nil {
 		b.sink = c.StatusSink
 	}

@@ -13,19 +13,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
 // setSource sends one SET of pods and waits for the end.
 type setSource struct {
-	out  chan<- podconfig.PodUpdate
+	out  chan<- kubetypes.PodUpdate
 	pods []*v1.Pod
 }
 
 func (s setSource) Run(ctx context.Context) error {
 	select {
-	case s.out <- podconfig.PodUpdate{Op: podconfig.SET, Source: podconfig.SourceAPI, Pods: s.pods}:
+	case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET, Source: kubetypes.SourceAPI, Pods: s.pods}:
 	case <-ctx.Done():
 		return nil
 	}
@@ -44,7 +44,7 @@ func TestWithCluster(t *testing.T) {
 	var sawAgent atomic.Bool
 	agent, err := nodekit.NewBuilder().WithNodeName("n").WithFakeRuntime("busybox").WithRootDir(t.TempDir()).
 		WithCluster(nodekit.Cluster{
-			PodSource: func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			PodSource: func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 				return setSource{out: out, pods: []*v1.Pod{pod}}, nil
 			},
 			StatusSink: sink,
@@ -74,7 +74,7 @@ func TestWithCluster(t *testing.T) {
 		st, ok := sink.Get("uid-web")
 		return ok && st.Phase == v1.PodRunning && started.Load() == 1, string(st.Phase)
 	})
-	if got := agent.Pods(); len(got) != 1 || got[0].Annotations[podconfig.ConfigSourceAnnotation] != podconfig.SourceAPI {
+	if got := agent.Pods(); len(got) != 1 || got[0].Annotations[kubetypes.ConfigSourceAnnotation] != kubetypes.SourceAPI {
 		t.Fatalf("pods = %v", got)
 	}
 	cancel()
@@ -94,7 +94,7 @@ func TestWithClusterErrors(t *testing.T) {
 		}
 		return b.WithCluster(c).Build()
 	}
-	src := func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return setSource{out: out}, nil }
+	src := func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) { return setSource{out: out}, nil }
 	if _, err := build(nodekit.Cluster{}, nil); !errors.Is(err, nodekit.ErrInvalidConfig) || !strings.Contains(err.Error(), "PodSource") {
 		t.Fatalf("no source: %v", err)
 	}

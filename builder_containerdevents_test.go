@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime/containerdevents"
 )
 
@@ -72,7 +72,7 @@ func TestContainerdEventExitWithoutRelist(t *testing.T) {
 		WithRootDir(t.TempDir()).
 		WithStatusSink(sink).
 		WithContainerdEvents(filepath.Join(t.TempDir(), "no-containerd.sock")).
-		WithPodSource("test", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &onePodSource{out: out, pods: []*v1.Pod{evPod()}}, nil
 		}).
 		Build()

@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // evPod is one host-network pod that must not be restarted.
@@ -35,7 +35,7 @@ func evAgent(t *testing.T, evented bool) (*nodekit.Agent, *statusSink) {
 		WithFakeRuntime("busybox:1").
 		WithRootDir(t.TempDir()).
 		WithStatusSink(sink).
-		WithPodSource("test", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &onePodSource{out: out, pods: []*v1.Pod{evPod()}}, nil
 		})
 	if evented {

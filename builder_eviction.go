@@ -15,7 +15,7 @@ import (
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/eviction/imagegc"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -32,7 +32,7 @@ type EvictionOptions struct {
 	// the eviction manager runs under disk pressure when the eviction
 	// Config has no ContainerGC; EvictNonDeletedPods is always set, as the
 	// kubelet does. The zero value is the kubelet's default policy.
-	ContainerGCPolicy runtime.GCPolicy
+	ContainerGCPolicy kubetypes.GCPolicy
 	// MemcgNotifier adds, when a container manager is wired and the
 	// eviction Config has no Notifiers, a memcg threshold notifier
 	// (eviction.MemcgNotifier) for each memory.available and
@@ -278,7 +278,7 @@ func (a *Agent) evictPod(ctx context.Context, pod *v1.Pod, status v1.PodStatus, 
 // deleted.
 type containerGC struct {
 	a      *Agent
-	policy runtime.GCPolicy
+	policy kubetypes.GCPolicy
 }
 
 func (g containerGC) DeleteAllUnusedContainers(ctx context.Context) error {

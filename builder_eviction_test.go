@@ -22,7 +22,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/eviction"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
@@ -31,7 +31,7 @@ const evMiB = 1 << 20
 
 // evictionSource is a pod source the test drives: every set() is sent as a SET.
 type evictionSource struct {
-	out  chan<- podconfig.PodUpdate
+	out  chan<- kubetypes.PodUpdate
 	sets chan []*v1.Pod
 }
 
@@ -42,7 +42,7 @@ func (s *evictionSource) Run(ctx context.Context) error {
 			return nil
 		case pods := <-s.sets:
 			select {
-			case s.out <- podconfig.PodUpdate{Pods: pods, Op: podconfig.SET, Source: podconfig.SourceAPI}:
+			case s.out <- kubetypes.PodUpdate{Pods: pods, Op: kubetypes.SET, Source: kubetypes.SourceAPI}:
 			case <-ctx.Done():
 				return nil
 			}
@@ -96,7 +96,7 @@ func evictionPod(name string, res v1.ResourceList) *v1.Pod {
 	grace := int64(2)
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
-			Annotations: map[string]string{"kubernetes.io/config.source": podconfig.SourceAPI}},
+			Annotations: map[string]string{"kubernetes.io/config.source": kubetypes.SourceAPI}},
 		Spec: v1.PodSpec{
 			HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{
@@ -137,7 +137,7 @@ func TestWithEviction(t *testing.T) {
 		WithLogger(zaptest.NewLogger(t)).
 		WithRootDir(t.TempDir()).
 		WithStatusSink(sink).
-		WithPodSource(podconfig.SourceAPI, func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			src.out = out
 			return src, nil
 		}).
@@ -338,7 +338,7 @@ func TestWithEvictionDefaultStats(t *testing.T) {
 		WithRuntime(rt).
 		WithRootDir(root).
 		WithStatusSink(sink).
-		WithPodSource(podconfig.SourceAPI, func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			src.out = out
 			return src, nil
 		}).

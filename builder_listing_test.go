@@ -7,21 +7,21 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 type listingStub struct {
-	pods []*runtime.Pod
+	pods []*kubetypes.Pod
 	at   time.Time
 }
 
-func (l *listingStub) Listing() ([]*runtime.Pod, time.Time) { return l.pods, l.at }
+func (l *listingStub) Listing() ([]*kubetypes.Pod, time.Time) { return l.pods, l.at }
 
 type getPodsStub struct{ calls int }
 
-func (g *getPodsStub) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
+func (g *getPodsStub) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
 	g.calls++
-	return []*runtime.Pod{{ID: "fresh"}}, nil
+	return []*kubetypes.Pod{{ID: "fresh"}}, nil
 }
 
 // Housekeeping takes the PLEG's listing while it is at most 2s old, and
@@ -44,7 +44,7 @@ func TestRecentListing(t *testing.T) {
 	} {
 		l.pods, l.at = nil, time.Time{}
 		if tc.listedAgo >= 0 {
-			l.pods, l.at = []*runtime.Pod{{ID: "listed"}}, clk.Now().Add(-tc.listedAgo)
+			l.pods, l.at = []*kubetypes.Pod{{ID: "listed"}}, clk.Now().Add(-tc.listedAgo)
 		}
 		pods, err := list(t.Context())
 		if err != nil || len(pods) != 1 || string(pods[0].ID) != tc.want || rt.calls != tc.calls {

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/syncloop"
@@ -119,18 +120,18 @@ func (l *proberLink) Readiness(id string) (ready, ok bool) {
 // Startup differs from ProbeState's, so it is a type of its own).
 type runtimeProbeView struct{ l *proberLink }
 
-func (v runtimeProbeView) Liveness(id string) runtime.ProbeResult {
+func (v runtimeProbeView) Liveness(id string) kubetypes.ProbeResult {
 	if m := v.l.get(); m != nil {
 		return m.RuntimeResults().Liveness(id)
 	}
-	return runtime.ProbeUnknown
+	return kubetypes.ProbeUnknown
 }
 
-func (v runtimeProbeView) Startup(id string) runtime.ProbeResult {
+func (v runtimeProbeView) Startup(id string) kubetypes.ProbeResult {
 	if m := v.l.get(); m != nil {
 		return m.RuntimeResults().Startup(id)
 	}
-	return runtime.ProbeUnknown
+	return kubetypes.ProbeUnknown
 }
 
 // run runs the Manager and forwards its updates to the sync loop until ctx

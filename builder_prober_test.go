@@ -13,19 +13,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/prober"
 )
 
 // onePodSource sends one SET with its pods, then waits.
 type onePodSource struct {
-	out  chan<- podconfig.PodUpdate
+	out  chan<- kubetypes.PodUpdate
 	pods []*v1.Pod
 }
 
 func (s *onePodSource) Run(ctx context.Context) error {
 	select {
-	case s.out <- podconfig.PodUpdate{Pods: s.pods, Op: podconfig.SET, Source: "test"}:
+	case s.out <- kubetypes.PodUpdate{Pods: s.pods, Op: kubetypes.SET, Source: "test"}:
 	case <-ctx.Done():
 		return nil
 	}
@@ -92,7 +92,7 @@ func TestProberOnFakeRuntime(t *testing.T) {
 			WithFakeRuntime("busybox:1").
 			WithRootDir(t.TempDir()).
 			WithStatusSink(sink).
-			WithPodSource("test", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 				return &onePodSource{out: out, pods: []*v1.Pod{pod}}, nil
 			}).
 			WithProber(func(c *prober.Config) { c.Jitter = func(time.Duration) time.Duration { return 0 } }).

@@ -17,7 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
@@ -280,11 +280,11 @@ type failingSource struct{ err error }
 
 func (s failingSource) Run(ctx context.Context) error { return s.err }
 
-type quietSource struct{ out chan<- podconfig.PodUpdate }
+type quietSource struct{ out chan<- kubetypes.PodUpdate }
 
 func (s quietSource) Run(ctx context.Context) error {
 	select {
-	case s.out <- podconfig.PodUpdate{Op: podconfig.SET}:
+	case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET}:
 	case <-ctx.Done():
 	}
 	<-ctx.Done()
@@ -300,10 +300,10 @@ func TestPartFailureStopsAgent(t *testing.T) {
 		WithNodeName("n").
 		WithFakeRuntime().
 		WithRootDir(t.TempDir()).
-		WithPodSource("quiet", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource("quiet", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return quietSource{out}, nil
 		}).
-		WithPodSource("flaky", func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource("flaky", func(chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return failingSource{boom}, nil
 		}).
 		Build()
@@ -375,15 +375,15 @@ func TestBuildReportsEveryProblem(t *testing.T) {
 	}
 	srcErr := errors.New("bad url")
 	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir("/x").WithFakeRuntime().
-		WithPodSource("http", func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, srcErr }).
-		WithPodSource("nil", func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, nil }).
+		WithPodSource("http", func(chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) { return nil, srcErr }).
+		WithPodSource("nil", func(chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) { return nil, nil }).
 		Build()
 	if !errors.Is(err, srcErr) || !strings.Contains(err.Error(), "podconfig source http") ||
 		!strings.Contains(err.Error(), "podconfig source nil") {
 		t.Errorf("source errors: %v", err)
 	}
 	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir("/x").WithFakeRuntime().WithManifestDir("/m").
-		WithPodSource(podconfig.SourceFile, func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, nil }).
+		WithPodSource(kubetypes.SourceFile, func(chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) { return nil, nil }).
 		Build()
 	if err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("duplicate source: %v", err)
@@ -421,25 +421,5 @@ func TestBuildDoesNoIO(t *testing.T) {
 	case <-a.Done():
 		t.Error("Done closed before Run")
 	default:
-	}
-}
-
-func TestConvert(t *testing.T) {
-	for _, op := range []podconfig.Op{podconfig.SET, podconfig.ADD, podconfig.UPDATE, podconfig.REMOVE, podconfig.DELETE, podconfig.RECONCILE} {
-		pod := &v1.Pod{}
-		got := nodekit.ConvertPodUpdate(podconfig.PodUpdate{Pods: []*v1.Pod{pod}, Op: op, Source: "file"})
-		if got.Op.String() != op.String() || got.Source != "file" || len(got.Pods) != 1 || got.Pods[0] != pod {
-			t.Errorf("ConvertPodUpdate(%v) = %+v", op, got)
-		}
-	}
-	if got := nodekit.ConvertPodUpdate(podconfig.PodUpdate{Op: podconfig.Op(42)}); got.Op.String() != "UNKNOWN" {
-		t.Errorf("unknown op became %v", got.Op)
-	}
-	e := nodekit.ConvertEvent(&pleg.PodLifecycleEvent{ID: "u1", Type: pleg.ContainerDied, Data: "c1"})
-	if e.ID != "u1" || e.Type != syncloop.EventContainerDied || e.Data != "c1" {
-		t.Errorf("ConvertEvent = %+v", e)
-	}
-	if nodekit.ConvertEvent(nil) != nil {
-		t.Error("ConvertEvent(nil) is not nil")
 	}
 }

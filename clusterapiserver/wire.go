@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/nodestatus"
 	nsapiserver "github.com/nodekit/nodekit/nodestatus/apiserver"
-	"github.com/nodekit/nodekit/podconfig"
 	pcapiserver "github.com/nodekit/nodekit/podconfig/apiserver"
 )
 
@@ -84,7 +84,7 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 	if cfgErr == nil {
 		sink, cfgErr = nsapiserver.NewPodStatusSink(nsapiserver.PodStatusSinkConfig{Client: cfg.Client, Logger: cfg.Logger})
 	}
-	var podSource nodekit.PodSourceFunc = func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+	var podSource nodekit.PodSourceFunc = func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 		if cfgErr != nil {
 			return nil, cfgErr
 		}
@@ -97,7 +97,7 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 			cfgErr = fmt.Errorf("%w: WrapPodSource returned nil", ErrInvalidConfig)
 		}
 		if podSource == nil {
-			podSource = func(chan<- podconfig.PodUpdate) (nodekit.PodSource, error) { return nil, cfgErr }
+			podSource = func(chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) { return nil, cfgErr }
 		}
 	}
 	cluster := nodekit.Cluster{

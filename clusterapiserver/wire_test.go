@@ -19,8 +19,8 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/nodestatus"
-	"github.com/nodekit/nodekit/podconfig"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -125,7 +125,7 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 		if p == nil {
 			return false, "no mirror pod"
 		}
-		_, mirror := p.Annotations[podconfig.ConfigMirrorAnnotation]
+		_, mirror := p.Annotations[kubetypes.ConfigMirrorAnnotation]
 		return mirror && ph == v1.PodRunning && len(p.OwnerReferences) == 1 && p.OwnerReferences[0].Kind == "Node",
 			fmt.Sprintf("phase %q annotations %v owners %v", ph, p.Annotations, p.OwnerReferences)
 	})

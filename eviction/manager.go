@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -358,7 +359,7 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 	pods := slices.Clone(active)
 	rank(pods, t.Signal, stats, dedicated)
 	for _, pod := range pods {
-		if IsCriticalPod(pod) {
+		if kubetypes.IsCriticalPod(pod) {
 			m.log.Info("cannot evict a critical pod", zap.String("pod", pod.Namespace+"/"+pod.Name))
 			continue
 		}
@@ -576,7 +577,7 @@ func (m *Manager) Admit(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, message
 		return false, Reason, "no pod"
 	}
 	conds := m.NodeConditions()
-	if len(conds) == 0 || IsCriticalPod(pod) {
+	if len(conds) == 0 || kubetypes.IsCriticalPod(pod) {
 		return true, "", ""
 	}
 	if len(conds) == 1 && conds[0] == v1.NodeMemoryPressure {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -293,12 +294,12 @@ func (f statsFunc) Summary(context.Context) (*Summary, error) { return f(), nil 
 func TestStaticCriticalPodsAreNotEvicted(t *testing.T) {
 	ts := mustParse(t, map[string]string{"memory.available": "1Gi"}, nil, nil, nil)
 	static := mkPod("static", 0, "", "")
-	static.Annotations = map[string]string{ConfigSourceAnnotationKey: "file"}
+	static.Annotations = map[string]string{kubetypes.ConfigSourceAnnotation: "file"}
 	mirror := mkPod("mirror", 0, "", "")
-	mirror.Annotations = map[string]string{ConfigMirrorAnnotationKey: "x"}
-	crit := mkPod("critical", SystemCriticalPriority, "", "")
+	mirror.Annotations = map[string]string{kubetypes.ConfigMirrorAnnotation: "x"}
+	crit := mkPod("critical", kubetypes.SystemCriticalPriority, "", "")
 	apiPod := mkPod("api", 0, "", "")
-	apiPod.Annotations = map[string]string{ConfigSourceAnnotationKey: "api"}
+	apiPod.Annotations = map[string]string{kubetypes.ConfigSourceAnnotation: "api"}
 	h := newHarness(t, ts, []*v1.Pod{static, mirror, crit}, Config{})
 	h.stats.s = memSummary(100, map[string]uint64{"static": 900, "mirror": 800, "critical": 700, "api": 10})
 	if got := h.sync(t); got != nil || len(h.kills) != 0 {
@@ -341,7 +342,7 @@ func TestAdmitUnderNodeConditions(t *testing.T) {
 	if ok || reason != "Evicted" || msg != "The node had condition: [MemoryPressure DiskPressure]. " {
 		t.Fatalf("disk pressure: %v %q %q", ok, reason, msg)
 	}
-	if ok, _, _ := h.m.Admit(mkPod("crit", SystemCriticalPriority, "", ""), nil); !ok {
+	if ok, _, _ := h.m.Admit(mkPod("crit", kubetypes.SystemCriticalPriority, "", ""), nil); !ok {
 		t.Fatal("critical pod rejected")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,7 +61,7 @@ func TestPIDPressure(t *testing.T) {
 			t.Errorf("admit %s under PID pressure = %v %q %q", p.Name, ok, reason, msg)
 		}
 	}
-	if ok, _, _ := h.m.Admit(mkPod("crit", SystemCriticalPriority, "", ""), nil); !ok {
+	if ok, _, _ := h.m.Admit(mkPod("crit", kubetypes.SystemCriticalPriority, "", ""), nil); !ok {
 		t.Error("critical pod rejected under PID pressure")
 	}
 	h.clock.Step(2 * time.Minute)

@@ -5,30 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Annotations and values that mark static and mirror pods.
-const (
-	ConfigSourceAnnotationKey = "kubernetes.io/config.source"
-	ConfigMirrorAnnotationKey = "kubernetes.io/config.mirror"
-	ApiserverSource           = "api"
-	// SystemCriticalPriority is the lowest priority of a critical pod.
-	SystemCriticalPriority int32 = 2_000_000_000
-)
-
-// IsCriticalPod reports whether pod is never evicted and always admitted:
-// a static pod (a config source other than the API server), a mirror pod,
-// or a pod with priority >= SystemCriticalPriority.
-func IsCriticalPod(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	if src, ok := pod.Annotations[ConfigSourceAnnotationKey]; ok && src != ApiserverSource {
-		return true
-	}
-	if _, ok := pod.Annotations[ConfigMirrorAnnotationKey]; ok {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
-}
+const ()
 
 func podPriority(pod *v1.Pod) int32 {
 	if pod.Spec.Priority != nil {

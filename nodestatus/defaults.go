@@ -1,6 +1,7 @@
 package nodestatus
 
 import (
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 )
@@ -17,7 +18,7 @@ type SettersConfig struct {
 	Port      int32
 	Images    ImageLister
 	MaxImages int
-	Pressure  PressureSource
+	Pressure  kubetypes.PressureSource
 	// ReadyChecks make the node not Ready while any returns an error
 	// (RuntimeReadyCheck, PLEGCheck, ...).
 	ReadyChecks []func() error

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -422,43 +423,35 @@ func Images(lister ImageLister, maxImages int) Setter {
 	}
 }
 
-// PressureSource says whether the node is under resource pressure; the
-// eviction manager implements it. A nil PressureSource means no pressure.
-type PressureSource interface {
-	IsUnderMemoryPressure() bool
-	IsUnderDiskPressure() bool
-	IsUnderPIDPressure() bool
-}
-
 type pressureKind struct {
 	typ                   v1.NodeConditionType
-	under                 func(PressureSource) bool
+	under                 func(kubetypes.PressureSource) bool
 	trueReason, trueMsg   string
 	falseReason, falseMsg string
 }
 
 // MemoryPressureCondition maintains the MemoryPressure condition.
-func MemoryPressureCondition(clk clock.PassiveClock, src PressureSource) Setter {
+func MemoryPressureCondition(clk clock.PassiveClock, src kubetypes.PressureSource) Setter {
 	return pressureCondition(clk, src, pressureKind{
-		typ: v1.NodeMemoryPressure, under: PressureSource.IsUnderMemoryPressure,
+		typ: v1.NodeMemoryPressure, under: kubetypes.PressureSource.IsUnderMemoryPressure,
 		trueReason: ReasonInsufficientMemory, trueMsg: messageInsufficientMemory,
 		falseReason: ReasonSufficientMemory, falseMsg: messageSufficientMemory,
 	})
 }
 
 // DiskPressureCondition maintains the DiskPressure condition.
-func DiskPressureCondition(clk clock.PassiveClock, src PressureSource) Setter {
+func DiskPressureCondition(clk clock.PassiveClock, src kubetypes.PressureSource) Setter {
 	return pressureCondition(clk, src, pressureKind{
-		typ: v1.NodeDiskPressure, under: PressureSource.IsUnderDiskPressure,
+		typ: v1.NodeDiskPressure, under: kubetypes.PressureSource.IsUnderDiskPressure,
 		trueReason: ReasonDiskPressure, trueMsg: messageDiskPressure,
 		falseReason: ReasonNoDiskPressure, falseMsg: messageNoDiskPressure,
 	})
 }
 
 // PIDPressureCondition maintains the PIDPressure condition.
-func PIDPressureCondition(clk clock.PassiveClock, src PressureSource) Setter {
+func PIDPressureCondition(clk clock.PassiveClock, src kubetypes.PressureSource) Setter {
 	return pressureCondition(clk, src, pressureKind{
-		typ: v1.NodePIDPressure, under: PressureSource.IsUnderPIDPressure,
+		typ: v1.NodePIDPressure, under: kubetypes.PressureSource.IsUnderPIDPressure,
 		trueReason: ReasonInsufficientPID, trueMsg: messageInsufficientPID,
 		falseReason: ReasonSufficientPID, falseMsg: messageSufficientPID,
 	})
@@ -467,7 +460,7 @@ func PIDPressureCondition(clk clock.PassiveClock, src PressureSource) Setter {
 // pressureCondition: the heartbeat moves on every call; status, reason,
 // message and transition time change only when the pressure flips (a new
 // condition starts Unknown, so it always "flips").
-func pressureCondition(clk clock.PassiveClock, src PressureSource, k pressureKind) Setter {
+func pressureCondition(clk clock.PassiveClock, src kubetypes.PressureSource, k pressureKind) Setter {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}

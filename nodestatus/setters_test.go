@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -262,22 +263,24 @@ func (p pressure) IsUnderPIDPressure() bool    { return p.pid }
 func TestPressureConditions(t *testing.T) {
 	kinds := []struct {
 		typ                  v1.NodeConditionType
-		setter               func(*clocktesting.FakeClock, PressureSource) Setter
+		setter               func(*clocktesting.FakeClock, kubetypes.PressureSource) Setter
 		on                   pressure
 		trueReason, okReason string
 	}{
-		{v1.NodeMemoryPressure, func(c *clocktesting.FakeClock, p PressureSource) Setter { return MemoryPressureCondition(c, p) },
+		{v1.NodeMemoryPressure, func(c *clocktesting.FakeClock, p kubetypes.PressureSource) Setter {
+			return MemoryPressureCondition(c, p)
+		},
 			pressure{mem: true}, "KubeletHasInsufficientMemory", "KubeletHasSufficientMemory"},
-		{v1.NodeDiskPressure, func(c *clocktesting.FakeClock, p PressureSource) Setter { return DiskPressureCondition(c, p) },
+		{v1.NodeDiskPressure, func(c *clocktesting.FakeClock, p kubetypes.PressureSource) Setter { return DiskPressureCondition(c, p) },
 			pressure{disk: true}, "KubeletHasDiskPressure", "KubeletHasNoDiskPressure"},
-		{v1.NodePIDPressure, func(c *clocktesting.FakeClock, p PressureSource) Setter { return PIDPressureCondition(c, p) },
+		{v1.NodePIDPressure, func(c *clocktesting.FakeClock, p kubetypes.PressureSource) Setter { return PIDPressureCondition(c, p) },
 			pressure{pid: true}, "KubeletHasInsufficientPID", "KubeletHasSufficientPID"},
 	}
 	for _, k := range kinds {
 		t.Run(string(k.typ), func(t *testing.T) {
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			clk := clocktesting.NewFakeClock(t0)
-			var src PressureSource // nil: no pressure
+			var src kubetypes.PressureSource // nil: no pressure
 			cur := &src
 			var last *v1.NodeCondition
 			set := func() v1.NodeCondition {

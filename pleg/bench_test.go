@@ -8,34 +8,34 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // benchRuntime returns pre-built listings so the benchmark measures the
 // PLEG, not the runtime. GetPodStatus returns a shared status.
 type benchRuntime struct {
-	listings [][]*runtime.Pod
+	listings [][]*kubetypes.Pod
 	n        int
-	status   *runtime.PodStatus
+	status   *kubetypes.PodStatus
 }
 
-func (b *benchRuntime) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
+func (b *benchRuntime) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
 	l := b.listings[b.n%len(b.listings)]
 	b.n++
 	return l, nil
 }
 
-func (b *benchRuntime) GetPodStatus(_ context.Context, uid types.UID, _, _ string) (*runtime.PodStatus, error) {
-	return &runtime.PodStatus{ID: uid}, nil
+func (b *benchRuntime) GetPodStatus(_ context.Context, uid types.UID, _, _ string) (*kubetypes.PodStatus, error) {
+	return &kubetypes.PodStatus{ID: uid}, nil
 }
 
-func buildPods(pods, containers int, state func(p, c int) runtime.ContainerState) []*runtime.Pod {
-	out := make([]*runtime.Pod, pods)
+func buildPods(pods, containers int, state func(p, c int) kubetypes.ContainerState) []*kubetypes.Pod {
+	out := make([]*kubetypes.Pod, pods)
 	for p := range pods {
-		pd := &runtime.Pod{ID: types.UID(fmt.Sprintf("pod-%d", p)), Name: fmt.Sprintf("pod-%d", p), Namespace: "default"}
-		pd.Sandboxes = []*runtime.Container{{ID: fmt.Sprintf("sb-%d", p), State: runtime.ContainerStateRunning}}
+		pd := &kubetypes.Pod{ID: types.UID(fmt.Sprintf("pod-%d", p)), Name: fmt.Sprintf("pod-%d", p), Namespace: "default"}
+		pd.Sandboxes = []*kubetypes.Container{{ID: fmt.Sprintf("sb-%d", p), State: kubetypes.ContainerStateRunning}}
 		for c := range containers {
-			pd.Containers = append(pd.Containers, &runtime.Container{ID: fmt.Sprintf("c-%d-%d", p, c), Name: fmt.Sprintf("c%d", c), State: state(p, c)})
+			pd.Containers = append(pd.Containers, &kubetypes.Container{ID: fmt.Sprintf("c-%d-%d", p, c), Name: fmt.Sprintf("c%d", c), State: state(p, c)})
 		}
 		out[p] = pd
 	}
@@ -43,16 +43,16 @@ func buildPods(pods, containers int, state func(p, c int) runtime.ContainerState
 }
 
 func benchRelist(b *testing.B, pods, containers int, changedEvery int) {
-	allRunning := buildPods(pods, containers, func(int, int) runtime.ContainerState { return runtime.ContainerStateRunning })
-	rt := &benchRuntime{listings: [][]*runtime.Pod{allRunning}}
+	allRunning := buildPods(pods, containers, func(int, int) kubetypes.ContainerState { return kubetypes.ContainerStateRunning })
+	rt := &benchRuntime{listings: [][]*kubetypes.Pod{allRunning}}
 	if changedEvery > 0 {
 		// Alternate between two listings in which every changedEvery-th pod
 		// has its first container running, then exited.
-		changed := buildPods(pods, containers, func(p, c int) runtime.ContainerState {
+		changed := buildPods(pods, containers, func(p, c int) kubetypes.ContainerState {
 			if p%changedEvery == 0 && c == 0 {
-				return runtime.ContainerStateExited
+				return kubetypes.ContainerStateExited
 			}
-			return runtime.ContainerStateRunning
+			return kubetypes.ContainerStateRunning
 		})
 		rt.listings = append(rt.listings, changed)
 	}
@@ -95,8 +95,8 @@ func BenchmarkRelist10PercentChanged100x10(b *testing.B) {
 
 // TestRelistUnchangedAllocatesNothing pins the benchmark's main claim.
 func TestRelistUnchangedAllocatesNothing(t *testing.T) {
-	pods := buildPods(100, 10, func(int, int) runtime.ContainerState { return runtime.ContainerStateRunning })
-	g, err := New(Config{Runtime: &benchRuntime{listings: [][]*runtime.Pod{pods}}, Clock: clocktesting.NewFakeClock(epoch), ChannelCapacity: 2000})
+	pods := buildPods(100, 10, func(int, int) kubetypes.ContainerState { return kubetypes.ContainerStateRunning })
+	g, err := New(Config{Runtime: &benchRuntime{listings: [][]*kubetypes.Pod{pods}}, Clock: clocktesting.NewFakeClock(epoch), ChannelCapacity: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Cache holds the latest runtime status of every pod the runtime knows,
@@ -33,14 +33,14 @@ type Cache struct {
 }
 
 type cacheEntry struct {
-	status   *runtime.PodStatus
+	status   *kubetypes.PodStatus
 	err      error
 	modified time.Time // when status was taken
 	observed time.Time // last time the runtime confirmed it unchanged
 }
 
 type cacheResult struct {
-	status *runtime.PodStatus
+	status *kubetypes.PodStatus
 	err    error
 }
 
@@ -65,7 +65,7 @@ func NewCache(c clock.Clock) *Cache {
 // Get returns the cached status of the pod and the error its last inspection
 // gave. A pod without a record yields an empty PodStatus{ID: uid} and nil.
 // Callers must not modify the returned status.
-func (c *Cache) Get(uid types.UID) (*runtime.PodStatus, error) {
+func (c *Cache) Get(uid types.UID) (*kubetypes.PodStatus, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.getLocked(uid)
@@ -75,7 +75,7 @@ func (c *Cache) Get(uid types.UID) (*runtime.PodStatus, error) {
 func (c *Cache) getLocked(uid types.UID) cacheResult {
 	e, ok := c.pods[uid]
 	if !ok {
-		return cacheResult{status: &runtime.PodStatus{ID: uid}}
+		return cacheResult{status: &kubetypes.PodStatus{ID: uid}}
 	}
 	return cacheResult{status: e.status, err: e.err}
 }
@@ -83,14 +83,14 @@ func (c *Cache) getLocked(uid types.UID) cacheResult {
 // Set stores the status of a pod (or the error inspecting it gave), taken at
 // timestamp, and wakes the waiters it satisfies. A record older than the one
 // already held is ignored; Set reports whether it stored the record.
-func (c *Cache) Set(uid types.UID, status *runtime.PodStatus, err error, timestamp time.Time) bool {
+func (c *Cache) Set(uid types.UID, status *kubetypes.PodStatus, err error, timestamp time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.pods[uid]; ok && e.modified.After(timestamp) {
 		return false
 	}
 	if status == nil && err == nil {
-		status = &runtime.PodStatus{ID: uid}
+		status = &kubetypes.PodStatus{ID: uid}
 	}
 	c.pods[uid] = &cacheEntry{status: status, err: err, modified: timestamp, observed: timestamp}
 	c.notifyLocked(uid, timestamp)
@@ -144,7 +144,7 @@ func (c *Cache) UpdateTime(timestamp time.Time) {
 //
 // A waiter is woken by the Set, SetObservedTime or UpdateTime whose
 // timestamp is not before t, as the kubelet's cache does.
-func (c *Cache) GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*runtime.PodStatus, error) {
+func (c *Cache) GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*kubetypes.PodStatus, error) {
 	c.mu.Lock()
 	if r, ok := c.newerThanLocked(uid, t); ok {
 		c.mu.Unlock()

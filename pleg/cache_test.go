@@ -9,11 +9,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 type getResult struct {
-	st  *runtime.PodStatus
+	st  *kubetypes.PodStatus
 	err error
 }
 
@@ -42,7 +42,7 @@ func TestCacheGetSetDelete(t *testing.T) {
 	if err != nil || st == nil || st.ID != "x" {
 		t.Fatalf("unknown pod: %+v %v", st, err)
 	}
-	want := &runtime.PodStatus{ID: "x", Name: "n"}
+	want := &kubetypes.PodStatus{ID: "x", Name: "n"}
 	if !c.Set("x", want, nil, epoch) {
 		t.Fatal("Set refused")
 	}
@@ -50,7 +50,7 @@ func TestCacheGetSetDelete(t *testing.T) {
 		t.Fatalf("got %+v", st)
 	}
 	// An older record is refused; an equal or newer one is taken.
-	if c.Set("x", &runtime.PodStatus{ID: "x"}, nil, epoch.Add(-time.Second)) {
+	if c.Set("x", &kubetypes.PodStatus{ID: "x"}, nil, epoch.Add(-time.Second)) {
 		t.Fatal("older record stored")
 	}
 	boom := errors.New("boom")
@@ -70,7 +70,7 @@ func TestCacheGetNewerThan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		c := NewCache(nil)
-		c.Set("p", &runtime.PodStatus{ID: "p", Name: "old"}, nil, epoch)
+		c.Set("p", &kubetypes.PodStatus{ID: "p", Name: "old"}, nil, epoch)
 
 		// Already newer: returns at once.
 		if st, err := c.GetNewerThan(ctx, "p", epoch.Add(-time.Second)); err != nil || st.Name != "old" {
@@ -83,11 +83,11 @@ func TestCacheGetNewerThan(t *testing.T) {
 		if !blocked(res) || !blocked(other) {
 			t.Fatal("did not block")
 		}
-		c.Set("p", &runtime.PodStatus{ID: "p", Name: "still old"}, nil, epoch.Add(time.Millisecond))
+		c.Set("p", &kubetypes.PodStatus{ID: "p", Name: "still old"}, nil, epoch.Add(time.Millisecond))
 		if !blocked(res) {
 			t.Fatal("woken by an older record")
 		}
-		c.Set("p", &runtime.PodStatus{ID: "p", Name: "new"}, nil, epoch.Add(2*time.Second))
+		c.Set("p", &kubetypes.PodStatus{ID: "p", Name: "new"}, nil, epoch.Add(2*time.Second))
 		if r := <-res; r.err != nil || r.st.Name != "new" {
 			t.Fatalf("got %+v", r)
 		}
@@ -179,7 +179,7 @@ func TestCacheConcurrent(t *testing.T) {
 				uid := types.UID(rune('a' + i%3))
 				switch j % 4 {
 				case 0:
-					c.Set(uid, &runtime.PodStatus{ID: uid}, nil, ts)
+					c.Set(uid, &kubetypes.PodStatus{ID: uid}, nil, ts)
 				case 1:
 					_, _ = c.Get(uid)
 				case 2:

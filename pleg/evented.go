@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Defaults of EventedConfig.
@@ -127,7 +127,7 @@ func NewEvented(cfg EventedConfig) (*EventedPLEG, error) {
 func (e *EventedPLEG) Generic() *GenericPLEG { return e.generic }
 
 // Watch returns the channel events are sent on (shared with Generic()).
-func (e *EventedPLEG) Watch() <-chan *PodLifecycleEvent { return e.generic.Watch() }
+func (e *EventedPLEG) Watch() <-chan *kubetypes.PodLifecycleEvent { return e.generic.Watch() }
 
 // Cache returns the cache the PLEG writes to.
 func (e *EventedPLEG) Cache() *Cache { return e.generic.Cache() }
@@ -144,7 +144,7 @@ func (e *EventedPLEG) RequestRelist(uid types.UID) { e.generic.RequestRelist(uid
 
 // Listing is GenericPLEG.Listing (the relists run seldom while events
 // flow, so the listing is then as old as the last of them).
-func (e *EventedPLEG) Listing() ([]*runtime.Pod, time.Time) { return e.generic.Listing() }
+func (e *EventedPLEG) Listing() ([]*kubetypes.Pod, time.Time) { return e.generic.Listing() }
 
 // HoldPod is GenericPLEG.HoldPod.
 func (e *EventedPLEG) HoldPod(uid types.UID) { e.generic.HoldPod(uid) }
@@ -153,7 +153,7 @@ func (e *EventedPLEG) HoldPod(uid types.UID) { e.generic.HoldPod(uid) }
 func (e *EventedPLEG) ReleasePod(uid types.UID) { e.generic.ReleasePod(uid) }
 
 // ObservePodStatus is GenericPLEG.ObservePodStatus.
-func (e *EventedPLEG) ObservePodStatus(uid types.UID, status *runtime.PodStatus) {
+func (e *EventedPLEG) ObservePodStatus(uid types.UID, status *kubetypes.PodStatus) {
 	e.generic.ObservePodStatus(uid, status)
 }
 
@@ -279,7 +279,7 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
 	}
 	if st == nil {
-		st = &runtime.PodStatus{ID: uid, Name: md.GetName(), Namespace: md.GetNamespace()}
+		st = &kubetypes.PodStatus{ID: uid, Name: md.GetName(), Namespace: md.GetNamespace()}
 	}
 	if st.TimeStamp.IsZero() {
 		st.TimeStamp = ts
@@ -296,8 +296,8 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 		} else {
 			cache.Set(uid, st, nil, ts)
 		}
-		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerDied, Data: id})
-		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerRemoved, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerRemoved, Data: id})
 		return nil
 	}
 	if !cache.Set(uid, st, nil, ts) {
@@ -305,9 +305,9 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	}
 	switch ev.GetContainerEventType() {
 	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerStarted, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerStarted, Data: id})
 	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		e.generic.send(&PodLifecycleEvent{ID: uid, Type: ContainerDied, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id})
 	}
 	return nil
 }

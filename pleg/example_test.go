@@ -6,30 +6,30 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
-	"github.com/nodekit/nodekit/runtime"
 )
 
 // listing is a tiny runtime: what GetPods returns is set by the example.
-type listing struct{ pods []*runtime.Pod }
+type listing struct{ pods []*kubetypes.Pod }
 
-func (l *listing) GetPods(context.Context, bool) ([]*runtime.Pod, error) { return l.pods, nil }
+func (l *listing) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) { return l.pods, nil }
 
-func (l *listing) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
-	st := &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}
+func (l *listing) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubetypes.PodStatus, error) {
+	st := &kubetypes.PodStatus{ID: uid, Name: name, Namespace: ns}
 	for _, p := range l.pods {
 		for _, c := range p.Containers {
 			if p.ID == uid {
-				st.ContainerStatuses = append(st.ContainerStatuses, &runtime.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
+				st.ContainerStatuses = append(st.ContainerStatuses, &kubetypes.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
 			}
 		}
 	}
 	return st, nil
 }
 
-func webPod(state runtime.ContainerState) *runtime.Pod {
-	return &runtime.Pod{ID: "uid-1", Name: "web", Namespace: "default",
-		Containers: []*runtime.Container{{ID: "c1", Name: "nginx", State: state}}}
+func webPod(state kubetypes.ContainerState) *kubetypes.Pod {
+	return &kubetypes.Pod{ID: "uid-1", Name: "web", Namespace: "default",
+		Containers: []*kubetypes.Container{{ID: "c1", Name: "nginx", State: state}}}
 }
 
 func Example() {
@@ -46,11 +46,11 @@ func Example() {
 		}
 	}
 
-	rt.pods = []*runtime.Pod{webPod(runtime.ContainerStateRunning)}
+	rt.pods = []*kubetypes.Pod{webPod(kubetypes.ContainerStateRunning)}
 	_ = g.Relist(ctx) // normally Run relists every second
 	print()
 
-	rt.pods = []*runtime.Pod{webPod(runtime.ContainerStateExited)}
+	rt.pods = []*kubetypes.Pod{webPod(kubetypes.ContainerStateExited)}
 	_ = g.Relist(ctx)
 	print()
 	st, _ := g.Cache().Get("uid-1")

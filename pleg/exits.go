@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Reasons of an exited container, as containerd's CRI plugin reports them.
@@ -101,7 +101,7 @@ func (g *GenericPLEG) ContainerExited(_ context.Context, x ContainerExit) {
 	}
 	g.log.Debug("container exited (runtime event)", zap.String("pod", string(uid)), zap.String("container", x.ID),
 		zap.Int32("exitCode", x.ExitCode), zap.Time("finishedAt", x.FinishedAt))
-	g.send(&PodLifecycleEvent{ID: uid, Type: ContainerDied, Data: x.ID})
+	g.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: x.ID})
 }
 
 // RelistSoon makes a running Run relist every pod at once (for example
@@ -137,7 +137,7 @@ func (g *GenericPLEG) dropExit(id string) {
 // findListed finds a container or sandbox in the records, in the listing
 // events were last computed against (old), else in the latest one. Called
 // with relistMu.
-func (g *GenericPLEG) findListed(id string) (types.UID, *runtime.Container, bool) {
+func (g *GenericPLEG) findListed(id string) (types.UID, *kubetypes.Container, bool) {
 	for _, cur := range [2]bool{false, true} {
 		for uid, r := range g.records {
 			p := r.old
@@ -147,7 +147,7 @@ func (g *GenericPLEG) findListed(id string) (types.UID, *runtime.Container, bool
 			if p == nil {
 				continue
 			}
-			for k, list := range [2][]*runtime.Container{p.Containers, p.Sandboxes} {
+			for k, list := range [2][]*kubetypes.Container{p.Containers, p.Sandboxes} {
 				for _, c := range list {
 					if c != nil && c.ID == id {
 						return uid, c, k == 1
@@ -190,13 +190,13 @@ func (g *GenericPLEG) settleExits(uid types.UID) {
 // patchExits returns st with the containers in exits that st shows not
 // exited set exited as the exit reported; st itself if there are none.
 // st is not modified (it may be shared).
-func patchExits(st *runtime.PodStatus, exits map[string]*exitOverride) *runtime.PodStatus {
+func patchExits(st *kubetypes.PodStatus, exits map[string]*exitOverride) *kubetypes.PodStatus {
 	if st == nil || len(exits) == 0 {
 		return st
 	}
-	var out *runtime.PodStatus
+	var out *kubetypes.PodStatus
 	for i, cs := range st.ContainerStatuses {
-		if cs == nil || cs.State == runtime.ContainerStateExited {
+		if cs == nil || cs.State == kubetypes.ContainerStateExited {
 			continue
 		}
 		o, ok := exits[cs.ID]
@@ -205,11 +205,11 @@ func patchExits(st *runtime.PodStatus, exits map[string]*exitOverride) *runtime.
 		}
 		if out == nil {
 			cp := *st
-			cp.ContainerStatuses = append([]*runtime.ContainerStatus(nil), st.ContainerStatuses...)
+			cp.ContainerStatuses = append([]*kubetypes.ContainerStatus(nil), st.ContainerStatuses...)
 			out = &cp
 		}
 		c := *cs
-		c.State = runtime.ContainerStateExited
+		c.State = kubetypes.ContainerStateExited
 		c.ExitCode = o.exit.ExitCode
 		c.FinishedAt = o.exit.FinishedAt
 		c.Reason = o.exit.Reason()

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 var (
@@ -16,7 +16,7 @@ var (
 )
 
 // cachedContainer returns the cached status of container id of pod uid.
-func cachedContainer(t *testing.T, g *GenericPLEG, uid, id string) *runtime.ContainerStatus {
+func cachedContainer(t *testing.T, g *GenericPLEG, uid, id string) *kubetypes.ContainerStatus {
 	t.Helper()
 	st, err := g.Cache().Get(types.UID(uid))
 	if err != nil {
@@ -299,7 +299,7 @@ func TestSandboxExitRequestsRelist(t *testing.T) {
 
 // The evented path applies pending exits to the statuses it reads too.
 func TestPatchExitsCopies(t *testing.T) {
-	st := &runtime.PodStatus{ID: "p1", ContainerStatuses: []*runtime.ContainerStatus{
+	st := &kubetypes.PodStatus{ID: "p1", ContainerStatuses: []*kubetypes.ContainerStatus{
 		{ID: "c1", State: running}, {ID: "c2", State: running}, {ID: "c3", State: exited, ExitCode: 5},
 	}}
 	exits := map[string]*exitOverride{

@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Defaults of Config.
@@ -60,7 +60,7 @@ type GenericPLEG struct {
 	clock    clock.WithTicker
 	log      *zap.Logger
 	metrics  *metrics
-	events   chan *PodLifecycleEvent
+	events   chan *kubetypes.PodLifecycleEvent
 	requests chan relistRequest
 	kick     chan struct{} // a relist is wanted at once (SetRelistPeriod)
 	running  atomic.Bool
@@ -75,7 +75,7 @@ type GenericPLEG struct {
 	threshold  time.Duration
 	lastRelist time.Time
 	// listing is what the last global relist listed (at lastRelist).
-	listing   []*runtime.Pod
+	listing   []*kubetypes.Pod
 	reinspect map[types.UID]struct{}
 	// held counts HoldPod calls not yet released, per pod.
 	held map[types.UID]int
@@ -103,11 +103,11 @@ type exitOverride struct {
 // podRecord is the last pod state events were computed against (old) and the
 // state seen by the running relist (current, nil if the pod is gone).
 type podRecord struct {
-	old, current *runtime.Pod
+	old, current *kubetypes.Pod
 }
 
 type pendingEvent struct {
-	typ EventType
+	typ kubetypes.EventType
 	id  string
 }
 
@@ -116,7 +116,7 @@ type relistRequest struct {
 	at  time.Time
 	// status, if set, is the pod's status read at at (ObservePodStatus):
 	// the relist uses it instead of reading the runtime.
-	status *runtime.PodStatus
+	status *kubetypes.PodStatus
 }
 
 // New validates cfg, fills defaults and returns a GenericPLEG. It starts
@@ -166,7 +166,7 @@ func New(cfg Config) (*GenericPLEG, error) {
 		cache:        cfg.Cache,
 		clock:        cfg.Clock,
 		log:          cfg.Logger.Named("pleg"),
-		events:       make(chan *PodLifecycleEvent, cfg.ChannelCapacity),
+		events:       make(chan *kubetypes.PodLifecycleEvent, cfg.ChannelCapacity),
 		requests:     make(chan relistRequest, cfg.RelistQueueCapacity),
 		kick:         make(chan struct{}, 1),
 		period:       cfg.RelistPeriod,
@@ -190,7 +190,7 @@ func New(cfg Config) (*GenericPLEG, error) {
 // Watch returns the channel events are sent on. It is never closed. Events
 // that don't fit are dropped (see DroppedEvents); the next relists re-detect
 // nothing of them, so the consumer should also sync pods periodically.
-func (g *GenericPLEG) Watch() <-chan *PodLifecycleEvent { return g.events }
+func (g *GenericPLEG) Watch() <-chan *kubetypes.PodLifecycleEvent { return g.events }
 
 // Cache returns the cache the PLEG writes to.
 func (g *GenericPLEG) Cache() *Cache { return g.cache }
@@ -212,7 +212,7 @@ func (g *GenericPLEG) LastRelist() time.Time {
 // nil and the zero time before the first. Callers must not modify the
 // pods. A consumer that can use a listing up to a relist period old (the
 // sync loop's housekeeping) saves the runtime a listing of its own.
-func (g *GenericPLEG) Listing() ([]*runtime.Pod, time.Time) {
+func (g *GenericPLEG) Listing() ([]*kubetypes.Pod, time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.listing, g.lastRelist
@@ -289,7 +289,7 @@ func (g *GenericPLEG) RequestRelist(uid types.UID) {
 // it: those saw at least as much. It never blocks: a full queue drops it,
 // as RequestRelist does. The PLEG keeps status (a shallow copy): the
 // caller must not modify it afterwards.
-func (g *GenericPLEG) ObservePodStatus(uid types.UID, status *runtime.PodStatus) {
+func (g *GenericPLEG) ObservePodStatus(uid types.UID, status *kubetypes.PodStatus) {
 	if status == nil || status.TimeStamp.IsZero() {
 		g.RequestRelist(uid)
 		return
@@ -511,7 +511,7 @@ func (g *GenericPLEG) RelistPod(ctx context.Context, uid types.UID) error {
 // (ObservePodStatus) unless a global relist or a record or observation of
 // the pod in the cache is at least as new. It reports whether it used the
 // status.
-func (g *GenericPLEG) relistPodFrom(ctx context.Context, uid types.UID, status *runtime.PodStatus) bool {
+func (g *GenericPLEG) relistPodFrom(ctx context.Context, uid types.UID, status *kubetypes.PodStatus) bool {
 	g.relistMu.Lock()
 	defer g.relistMu.Unlock()
 	if !status.TimeStamp.After(g.LastRelist()) || g.cache.seenSince(uid, status.TimeStamp) {
@@ -523,7 +523,7 @@ func (g *GenericPLEG) relistPodFrom(ctx context.Context, uid types.UID, status *
 
 // relistPodLocked is RelistPod after its read: status was read at start.
 // Called with relistMu.
-func (g *GenericPLEG) relistPodLocked(ctx context.Context, uid types.UID, r *podRecord, start time.Time, status *runtime.PodStatus) {
+func (g *GenericPLEG) relistPodLocked(ctx context.Context, uid types.UID, r *podRecord, start time.Time, status *kubetypes.PodStatus) {
 	// The record is the CRI's own view, as a global relist's is; exits
 	// reported by events apply to the events and the cached status only,
 	// so that settleExits keeps them until the CRI shows them too.
@@ -555,7 +555,7 @@ func (g *GenericPLEG) relistPodLocked(ctx context.Context, uid types.UID, r *pod
 // reconcile computes the events of one pod from r.old to r.current and, if
 // there are any or reinspect is set, refreshes the cache (with status if
 // given, else by asking the runtime) and sends them. Called with relistMu.
-func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord, ts time.Time, status *runtime.PodStatus, reinspect bool) {
+func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord, ts time.Time, status *kubetypes.PodStatus, reinspect bool) {
 	var exits map[string]*exitOverride
 	if len(g.exits) > 0 {
 		exits = g.exits
@@ -587,7 +587,7 @@ func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord
 				return // the record stays old: the same events come again
 			}
 			if status == nil {
-				status = &runtime.PodStatus{ID: uid, Name: r.current.Name, Namespace: r.current.Namespace}
+				status = &kubetypes.PodStatus{ID: uid, Name: r.current.Name, Namespace: r.current.Namespace}
 			}
 			status = patchExits(status, exits)
 		}
@@ -611,25 +611,25 @@ func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord
 		r.old = r.current
 	}
 	if len(g.pending) == 0 {
-		g.send(&PodLifecycleEvent{ID: uid, Type: PodSync})
+		g.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.PodSync})
 		return
 	}
 	for _, e := range g.pending {
-		if e.typ == ContainerChanged {
+		if e.typ == kubetypes.ContainerChanged {
 			continue // not reliable; nobody uses it (as in the kubelet)
 		}
-		if e.typ == ContainerDied && status != nil && g.log.Core().Enabled(zap.DebugLevel) {
+		if e.typ == kubetypes.ContainerDied && status != nil && g.log.Core().Enabled(zap.DebugLevel) {
 			for _, cs := range status.ContainerStatuses {
 				if cs != nil && cs.ID == e.id {
 					g.log.Debug("container finished", zap.String("pod", string(uid)), zap.String("container", e.id), zap.Int32("exitCode", cs.ExitCode))
 				}
 			}
 		}
-		g.send(&PodLifecycleEvent{ID: uid, Type: e.typ, Data: e.id})
+		g.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: e.typ, Data: e.id})
 	}
 }
 
-func (g *GenericPLEG) send(e *PodLifecycleEvent) {
+func (g *GenericPLEG) send(e *kubetypes.PodLifecycleEvent) {
 	select {
 	case g.events <- e:
 	default:
@@ -644,7 +644,7 @@ func (g *GenericPLEG) send(e *PodLifecycleEvent) {
 // keepIPs returns the IPs to store for a pod: the new ones, or, if there are
 // none and no sandbox is ready (the pod was torn down), the cached ones, so a
 // finished pod keeps reporting its IP.
-func (g *GenericPLEG) keepIPs(uid types.UID, status *runtime.PodStatus) []string {
+func (g *GenericPLEG) keepIPs(uid types.UID, status *kubetypes.PodStatus) []string {
 	if len(status.IPs) > 0 {
 		return status.IPs
 	}
@@ -670,18 +670,18 @@ const (
 	stateExited
 )
 
-func toPLEGState(s runtime.ContainerState) plegState {
+func toPLEGState(s kubetypes.ContainerState) plegState {
 	switch s {
-	case runtime.ContainerStateRunning:
+	case kubetypes.ContainerStateRunning:
 		return stateRunning
-	case runtime.ContainerStateExited:
+	case kubetypes.ContainerStateExited:
 		return stateExited
 	}
 	return stateUnknown
 }
 
 // stateOf is the state of c, exited if an event said so (exits may be nil).
-func stateOf(c *runtime.Container, exits map[string]*exitOverride) plegState {
+func stateOf(c *kubetypes.Container, exits map[string]*exitOverride) plegState {
 	s := toPLEGState(c.State)
 	if s != stateExited && exits != nil {
 		if _, ok := exits[c.ID]; ok {
@@ -694,7 +694,7 @@ func stateOf(c *runtime.Container, exits map[string]*exitOverride) plegState {
 // stateIn returns the state of the container or sandbox id in p. The entry
 // is looked for first at index hint of the same list (listings usually keep
 // their order), then everywhere.
-func stateIn(p *runtime.Pod, id string, sandbox bool, hint int, exits map[string]*exitOverride) plegState {
+func stateIn(p *kubetypes.Pod, id string, sandbox bool, hint int, exits map[string]*exitOverride) plegState {
 	if p == nil {
 		return stateNonExistent
 	}
@@ -721,9 +721,9 @@ func stateIn(p *runtime.Pod, id string, sandbox bool, hint int, exits map[string
 // appendPodEvents appends the events of every container and sandbox of old
 // and cur (old ones first), counting the containers in exits (may be nil)
 // as exited on both sides. It allocates nothing when dst has room.
-func appendPodEvents(dst []pendingEvent, old, cur *runtime.Pod, exits map[string]*exitOverride) []pendingEvent {
+func appendPodEvents(dst []pendingEvent, old, cur *kubetypes.Pod, exits map[string]*exitOverride) []pendingEvent {
 	if old != nil {
-		for k, list := range [2][]*runtime.Container{old.Containers, old.Sandboxes} {
+		for k, list := range [2][]*kubetypes.Container{old.Containers, old.Sandboxes} {
 			for i, c := range list {
 				if c != nil {
 					dst = appendTransition(dst, c.ID, stateOf(c, exits), stateIn(cur, c.ID, k == 1, i, exits))
@@ -732,7 +732,7 @@ func appendPodEvents(dst []pendingEvent, old, cur *runtime.Pod, exits map[string
 		}
 	}
 	if cur != nil {
-		for k, list := range [2][]*runtime.Container{cur.Containers, cur.Sandboxes} {
+		for k, list := range [2][]*kubetypes.Container{cur.Containers, cur.Sandboxes} {
 			for i, c := range list {
 				if c != nil && stateIn(old, c.ID, k == 1, i, nil) == stateNonExistent {
 					dst = appendTransition(dst, c.ID, stateNonExistent, stateOf(c, exits))
@@ -749,31 +749,31 @@ func appendTransition(dst []pendingEvent, id string, from, to plegState) []pendi
 	}
 	switch to {
 	case stateRunning:
-		return append(dst, pendingEvent{ContainerStarted, id})
+		return append(dst, pendingEvent{kubetypes.ContainerStarted, id})
 	case stateExited:
-		return append(dst, pendingEvent{ContainerDied, id})
+		return append(dst, pendingEvent{kubetypes.ContainerDied, id})
 	case stateUnknown:
-		return append(dst, pendingEvent{ContainerChanged, id})
+		return append(dst, pendingEvent{kubetypes.ContainerChanged, id})
 	}
 	// Gone. If it was seen exited, its death was already reported.
 	if from == stateExited {
-		return append(dst, pendingEvent{ContainerRemoved, id})
+		return append(dst, pendingEvent{kubetypes.ContainerRemoved, id})
 	}
-	return append(dst, pendingEvent{ContainerDied, id}, pendingEvent{ContainerRemoved, id})
+	return append(dst, pendingEvent{kubetypes.ContainerDied, id}, pendingEvent{kubetypes.ContainerRemoved, id})
 }
 
 // podFromStatus builds the runtime pod a listing would show from a pod
 // status; nil if the status holds neither containers nor sandboxes.
-func podFromStatus(uid types.UID, s *runtime.PodStatus) *runtime.Pod {
+func podFromStatus(uid types.UID, s *kubetypes.PodStatus) *kubetypes.Pod {
 	if s == nil || (len(s.ContainerStatuses) == 0 && len(s.SandboxStatuses) == 0) {
 		return nil
 	}
-	p := &runtime.Pod{ID: uid, Name: s.Name, Namespace: s.Namespace}
+	p := &kubetypes.Pod{ID: uid, Name: s.Name, Namespace: s.Namespace}
 	for _, cs := range s.ContainerStatuses {
 		if cs == nil {
 			continue
 		}
-		p.Containers = append(p.Containers, &runtime.Container{
+		p.Containers = append(p.Containers, &kubetypes.Container{
 			ID: cs.ID, Name: cs.Name, Image: cs.Image, ImageID: cs.ImageID, ImageRef: cs.ImageRef,
 			Hash: cs.Hash, State: cs.State, CreatedAt: cs.CreatedAt.UnixNano(), Type: cs.Type, GracePeriod: cs.GracePeriod,
 		})
@@ -782,11 +782,11 @@ func podFromStatus(uid types.UID, s *runtime.PodStatus) *runtime.Pod {
 		if sb == nil {
 			continue
 		}
-		st := runtime.ContainerStateExited
+		st := kubetypes.ContainerStateExited
 		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
-			st = runtime.ContainerStateRunning
+			st = kubetypes.ContainerStateRunning
 		}
-		p.Sandboxes = append(p.Sandboxes, &runtime.Container{
+		p.Sandboxes = append(p.Sandboxes, &kubetypes.Container{
 			ID: sb.GetId(), Name: sb.GetMetadata().GetName(), State: st, CreatedAt: sb.GetCreatedAt(),
 		})
 		if sb.GetCreatedAt() > p.CreatedAt {

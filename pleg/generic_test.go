@@ -12,14 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 const (
-	running = runtime.ContainerStateRunning
-	exited  = runtime.ContainerStateExited
-	created = runtime.ContainerStateCreated
-	unknown = runtime.ContainerStateUnknown
+	running = kubetypes.ContainerStateRunning
+	exited  = kubetypes.ContainerStateExited
+	created = kubetypes.ContainerStateCreated
+	unknown = kubetypes.ContainerStateUnknown
 )
 
 func TestNewValidates(t *testing.T) {
@@ -131,7 +131,7 @@ func TestEventChannelFull(t *testing.T) {
 
 func TestDetectingContainerDeaths(t *testing.T) {
 	for _, tc := range []struct {
-		from runtime.ContainerState
+		from kubetypes.ContainerState
 		want []string
 	}{
 		{running, []string{"p/ContainerDied/c1", "p/ContainerRemoved/c1"}},
@@ -174,7 +174,7 @@ func TestRelistWithCache(t *testing.T) {
 	}
 
 	// The runtime recovers: the same changes are detected again.
-	want := &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", ContainerStatuses: []*runtime.ContainerStatus{{ID: "c2", State: running}}}
+	want := &kubetypes.PodStatus{ID: "p", Name: "p", Namespace: "ns", ContainerStatuses: []*kubetypes.ContainerStatus{{ID: "c2", State: running}}}
 	f.rt.setStatus("p", want, nil)
 	f.clock.Step(time.Second)
 	f.relist(t)
@@ -285,7 +285,7 @@ func TestReinspect(t *testing.T) {
 			if tc.request {
 				f.g.RequestReinspect("p")
 			}
-			f.rt.setStatus("p", &runtime.PodStatus{ID: "p", IPs: []string{"10.0.0.9"}}, tc.statusErr)
+			f.rt.setStatus("p", &kubetypes.PodStatus{ID: "p", IPs: []string{"10.0.0.9"}}, tc.statusErr)
 			if tc.podDeleted {
 				f.rt.setPods()
 			}
@@ -343,7 +343,7 @@ func TestRelistIPChange(t *testing.T) {
 		f := newFixture(t, nil)
 		ready := &runtimeapi.PodSandboxStatus{Id: "s", State: runtimeapi.PodSandboxState_SANDBOX_READY}
 		f.rt.setPods(pod("p", ctr("c0", running)))
-		f.rt.setStatus("p", &runtime.PodStatus{ID: "p", IPs: ips, SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}, nil)
+		f.rt.setStatus("p", &kubetypes.PodStatus{ID: "p", IPs: ips, SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}, nil)
 		f.relist(t)
 		expectEvents(t, f.g.Watch(), "p/ContainerStarted/c0")
 		if st, _ := f.g.Cache().Get("p"); !slices.Equal(st.IPs, ips) {
@@ -354,7 +354,7 @@ func TestRelistIPChange(t *testing.T) {
 		// no ready sandbox. The old IPs stay.
 		notReady := &runtimeapi.PodSandboxStatus{Id: "s", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}
 		f.rt.setPods(pod("p", ctr("c0", exited)))
-		f.rt.setStatus("p", &runtime.PodStatus{ID: "p", SandboxStatuses: []*runtimeapi.PodSandboxStatus{notReady}}, nil)
+		f.rt.setStatus("p", &kubetypes.PodStatus{ID: "p", SandboxStatuses: []*runtimeapi.PodSandboxStatus{notReady}}, nil)
 		f.relist(t)
 		expectEvents(t, f.g.Watch(), "p/ContainerDied/c0")
 		if st, _ := f.g.Cache().Get("p"); !slices.Equal(st.IPs, ips) {
@@ -363,7 +363,7 @@ func TestRelistIPChange(t *testing.T) {
 
 		// A ready sandbox without IPs (e.g. host network) means no IPs.
 		f.rt.setPods(pod("p", ctr("c0", exited), ctr("c1", running)))
-		f.rt.setStatus("p", &runtime.PodStatus{ID: "p", SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}, nil)
+		f.rt.setStatus("p", &kubetypes.PodStatus{ID: "p", SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}, nil)
 		f.relist(t)
 		expectEvents(t, f.g.Watch(), "p/ContainerStarted/c1")
 		if st, _ := f.g.Cache().Get("p"); len(st.IPs) != 0 {
@@ -384,7 +384,7 @@ func testRelistUpdatesCacheTime(t *testing.T) {
 	f.clock.Step(time.Second)
 	// A waiter for a status newer than now is released by the next relist,
 	// even though the pod did not change.
-	done := make(chan *runtime.PodStatus)
+	done := make(chan *kubetypes.PodStatus)
 	go func() {
 		st, _ := f.g.Cache().GetNewerThan(t.Context(), "p", start)
 		done <- st
@@ -524,7 +524,7 @@ kubelet_pleg_relist_interval_seconds_count 1
 func TestNilPodsAndContainersAreIgnored(t *testing.T) {
 	f := newFixture(t, nil)
 	p := pod("p", nil, ctr("c1", running))
-	p.Sandboxes = []*runtime.Container{nil}
+	p.Sandboxes = []*kubetypes.Container{nil}
 	f.rt.setPods(nil, p)
 	f.relist(t)
 	expectEvents(t, f.g.Watch(), "p/ContainerStarted/c1")
@@ -553,7 +553,7 @@ func TestObservePodStatus(t *testing.T) {
 
 	f.clock.Step(time.Second)
 	readAt := f.clock.Now()
-	st := &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: readAt, ContainerStatuses: []*runtime.ContainerStatus{
+	st := &kubetypes.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: readAt, ContainerStatuses: []*kubetypes.ContainerStatus{
 		{ID: "c2", Name: "n-c2", State: running}, {ID: "c1", Name: "n-c1", State: exited},
 	}}
 	f.g.ObservePodStatus("p", st)
@@ -581,8 +581,8 @@ func TestObservePodStatusStale(t *testing.T) {
 	f.rt.setPods(pod("p", ctr("c1", running)))
 	f.relist(t)
 	_ = drain(f.g.Watch())
-	status := func(at time.Time) *runtime.PodStatus {
-		return &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: at, ContainerStatuses: []*runtime.ContainerStatus{
+	status := func(at time.Time) *kubetypes.PodStatus {
+		return &kubetypes.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: at, ContainerStatuses: []*kubetypes.ContainerStatus{
 			{ID: "c1", Name: "n-c1", State: exited},
 		}}
 	}
@@ -614,7 +614,7 @@ func TestObservePodStatusStale(t *testing.T) {
 	// No read time: a plain on-demand relist that reads the pod.
 	calls := f.rt.calls("p")
 	f.clock.Step(time.Second)
-	f.g.ObservePodStatus("p", &runtime.PodStatus{ID: "p"})
+	f.g.ObservePodStatus("p", &kubetypes.PodStatus{ID: "p"})
 	f.clock.Step(time.Millisecond)
 	if !f.g.serve(t.Context(), <-f.g.requests) || f.rt.calls("p") != calls+1 {
 		t.Fatal("a status without TimeStamp did not become a relist of the pod")
@@ -631,8 +631,8 @@ func TestObservePodStatusAppliesPendingExits(t *testing.T) {
 	expectEvents(t, f.g.Watch(), "p/ContainerDied/c1")
 
 	f.clock.Step(time.Second)
-	f.g.ObservePodStatus("p", &runtime.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: f.clock.Now(),
-		ContainerStatuses: []*runtime.ContainerStatus{{ID: "c1", Name: "n-c1", State: running}}})
+	f.g.ObservePodStatus("p", &kubetypes.PodStatus{ID: "p", Name: "p", Namespace: "ns", TimeStamp: f.clock.Now(),
+		ContainerStatuses: []*kubetypes.ContainerStatus{{ID: "c1", Name: "n-c1", State: running}}})
 	f.clock.Step(time.Millisecond)
 	if !f.g.serve(t.Context(), <-f.g.requests) {
 		t.Fatal("not served")

@@ -13,7 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -24,9 +24,9 @@ var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // settable statuses (or a status derived from the listed pod).
 type stubRuntime struct {
 	mu          sync.Mutex
-	pods        []*runtime.Pod
+	pods        []*kubetypes.Pod
 	podsErr     error
-	statuses    map[types.UID]*runtime.PodStatus
+	statuses    map[types.UID]*kubetypes.PodStatus
 	statusErr   map[types.UID]error
 	listCalls   int
 	statusCalls map[types.UID]int
@@ -34,19 +34,19 @@ type stubRuntime struct {
 
 func newStub() *stubRuntime {
 	return &stubRuntime{
-		statuses:    map[types.UID]*runtime.PodStatus{},
+		statuses:    map[types.UID]*kubetypes.PodStatus{},
 		statusErr:   map[types.UID]error{},
 		statusCalls: map[types.UID]int{},
 	}
 }
 
-func (s *stubRuntime) setPods(pods ...*runtime.Pod) {
+func (s *stubRuntime) setPods(pods ...*kubetypes.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pods = pods
 }
 
-func (s *stubRuntime) setStatus(uid types.UID, st *runtime.PodStatus, err error) {
+func (s *stubRuntime) setStatus(uid types.UID, st *kubetypes.PodStatus, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st == nil {
@@ -73,7 +73,7 @@ func (s *stubRuntime) lists() int {
 	return s.listCalls
 }
 
-func (s *stubRuntime) GetPods(_ context.Context, all bool) ([]*runtime.Pod, error) {
+func (s *stubRuntime) GetPods(_ context.Context, all bool) ([]*kubetypes.Pod, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.listCalls++
@@ -86,7 +86,7 @@ func (s *stubRuntime) GetPods(_ context.Context, all bool) ([]*runtime.Pod, erro
 	return s.pods, nil
 }
 
-func (s *stubRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+func (s *stubRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubetypes.PodStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statusCalls[uid]++
@@ -97,7 +97,7 @@ func (s *stubRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns st
 		cp := *st
 		return &cp, nil
 	}
-	st := &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}
+	st := &kubetypes.PodStatus{ID: uid, Name: name, Namespace: ns}
 	for _, p := range s.pods {
 		if p == nil || p.ID != uid {
 			continue
@@ -106,14 +106,14 @@ func (s *stubRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns st
 			if c == nil {
 				continue
 			}
-			st.ContainerStatuses = append(st.ContainerStatuses, &runtime.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
+			st.ContainerStatuses = append(st.ContainerStatuses, &kubetypes.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
 		}
 		for _, sb := range p.Sandboxes {
 			if sb == nil {
 				continue
 			}
 			state := runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-			if sb.State == runtime.ContainerStateRunning {
+			if sb.State == kubetypes.ContainerStateRunning {
 				state = runtimeapi.PodSandboxState_SANDBOX_READY
 			}
 			st.SandboxStatuses = append(st.SandboxStatuses, &runtimeapi.PodSandboxStatus{Id: sb.ID, State: state})
@@ -122,15 +122,15 @@ func (s *stubRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns st
 	return st, nil
 }
 
-func ctr(id string, state runtime.ContainerState) *runtime.Container {
-	return &runtime.Container{ID: id, Name: "n-" + id, State: state}
+func ctr(id string, state kubetypes.ContainerState) *kubetypes.Container {
+	return &kubetypes.Container{ID: id, Name: "n-" + id, State: state}
 }
 
-func pod(uid string, containers ...*runtime.Container) *runtime.Pod {
-	return &runtime.Pod{ID: types.UID(uid), Name: uid, Namespace: "ns", Containers: containers}
+func pod(uid string, containers ...*kubetypes.Container) *kubetypes.Pod {
+	return &kubetypes.Pod{ID: types.UID(uid), Name: uid, Namespace: "ns", Containers: containers}
 }
 
-func withSandboxes(p *runtime.Pod, sbs ...*runtime.Container) *runtime.Pod {
+func withSandboxes(p *kubetypes.Pod, sbs ...*kubetypes.Container) *kubetypes.Pod {
 	p.Sandboxes = sbs
 	return p
 }
@@ -164,7 +164,7 @@ func (f *fixture) relist(t *testing.T) {
 }
 
 // drain returns the queued events as sorted "uid/type/container" strings.
-func drain(ch <-chan *PodLifecycleEvent) []string {
+func drain(ch <-chan *kubetypes.PodLifecycleEvent) []string {
 	var out []string
 	for {
 		select {
@@ -181,7 +181,7 @@ func drain(ch <-chan *PodLifecycleEvent) []string {
 	}
 }
 
-func expectEvents(t *testing.T, ch <-chan *PodLifecycleEvent, want ...string) {
+func expectEvents(t *testing.T, ch <-chan *kubetypes.PodLifecycleEvent, want ...string) {
 	t.Helper()
 	got := drain(ch)
 	slices.Sort(want)

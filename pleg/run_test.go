@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
@@ -357,7 +358,7 @@ func TestEventedHealthyFullChannel(t *testing.T) {
 		stop := start(t, e.Run)
 		synctest.Wait()
 		for range cap(e.generic.events) {
-			e.generic.send(&PodLifecycleEvent{ID: "x", Type: PodSync})
+			e.generic.send(&kubetypes.PodLifecycleEvent{ID: "x", Type: kubetypes.PodSync})
 		}
 		if ok, err := e.Healthy(); ok || !errors.Is(err, ErrNotHealthy) {
 			t.Fatalf("full channel: %v %v", ok, err)

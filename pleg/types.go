@@ -5,45 +5,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
-
-// EventType is the kind of a PodLifecycleEvent.
-type EventType string
-
-const (
-	// ContainerStarted: a container (or sandbox) is now running.
-	ContainerStarted EventType = "ContainerStarted"
-	// ContainerDied: a container (or sandbox) is now exited, or vanished
-	// without having been seen exited.
-	ContainerDied EventType = "ContainerDied"
-	// ContainerRemoved: a container (or sandbox) no longer exists.
-	ContainerRemoved EventType = "ContainerRemoved"
-	// PodSync: the pod was re-inspected and should be synced, though no
-	// single container change explains why.
-	PodSync EventType = "PodSync"
-	// ContainerChanged: a container went to an unknown state. Defined for
-	// completeness; it is never sent (as in the kubelet).
-	ContainerChanged EventType = "ContainerChanged"
-)
-
-// PodLifecycleEvent says that something happened to a pod.
-type PodLifecycleEvent struct {
-	// ID is the pod's UID.
-	ID types.UID
-	// Type is what happened.
-	Type EventType
-	// Data is the CRI id (a string) of the container or sandbox concerned;
-	// nil for PodSync.
-	Data any
-}
 
 // Runtime is what a PLEG needs from the container runtime: runtime.Manager
 // satisfies it.
 type Runtime interface {
 	// GetPods lists the pods the runtime holds; all=false lists only ready
 	// sandboxes and running containers (a PLEG always passes true).
-	GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
+	GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, error)
 	// GetPodStatus returns the full status of one pod.
-	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error)
+	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubetypes.PodStatus, error)
 }

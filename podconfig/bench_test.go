@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,7 +52,7 @@ func BenchmarkMergeInitial(b *testing.B) {
 			for b.Loop() {
 				c, _ := newTestConfig(b, Incremental)
 				for i, pods := range srcs {
-					c.Merge(sourceNames[i], PodUpdate{Op: SET, Pods: pods})
+					c.Merge(sourceNames[i], kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods})
 				}
 			}
 		})
@@ -64,12 +65,12 @@ func BenchmarkResyncUnchanged(b *testing.B) {
 			srcs := benchSources(n)
 			c, _ := newTestConfig(b, Incremental)
 			for i, pods := range srcs {
-				c.Merge(sourceNames[i], PodUpdate{Op: SET, Pods: pods})
+				c.Merge(sourceNames[i], kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods})
 			}
 			b.ReportAllocs()
 			for b.Loop() {
 				for i, pods := range srcs {
-					if out := c.Merge(sourceNames[i], PodUpdate{Op: SET, Pods: pods}); len(out) != 0 {
+					if out := c.Merge(sourceNames[i], kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods}); len(out) != 0 {
 						b.Fatalf("unchanged resync emitted %v", summary(out))
 					}
 				}
@@ -84,7 +85,7 @@ func BenchmarkResyncOneStatusChanged(b *testing.B) {
 			srcs := benchSources(n)
 			c, _ := newTestConfig(b, Incremental)
 			for i, pods := range srcs {
-				c.Merge(sourceNames[i], PodUpdate{Op: SET, Pods: pods})
+				c.Merge(sourceNames[i], kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods})
 			}
 			phases := []v1.PodPhase{v1.PodRunning, v1.PodPending}
 			b.ReportAllocs()
@@ -92,7 +93,7 @@ func BenchmarkResyncOneStatusChanged(b *testing.B) {
 			for b.Loop() {
 				k++
 				srcs[0][0].Status.Phase = phases[k%2]
-				if out := c.Merge(sourceNames[0], PodUpdate{Op: SET, Pods: srcs[0]}); len(out) != 1 || out[0].Op != RECONCILE {
+				if out := c.Merge(sourceNames[0], kubetypes.PodUpdate{Op: kubetypes.SET, Pods: srcs[0]}); len(out) != 1 || out[0].Op != kubetypes.RECONCILE {
 					b.Fatalf("got %v", summary(out))
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -27,7 +28,7 @@ spec:
 	}))
 	defer srv.Close()
 
-	out := make(chan podconfig.PodUpdate, 1)
+	out := make(chan kubetypes.PodUpdate, 1)
 	src, err := podconfig.NewHTTPSource(podconfig.HTTPSourceConfig{
 		URL:      srv.URL,
 		Header:   http.Header{"Authorization": {"Bearer token"}},
@@ -62,7 +63,7 @@ spec:
 }
 
 func ExamplePushHandler() {
-	out := make(chan podconfig.PodUpdate, 4)
+	out := make(chan kubetypes.PodUpdate, 4)
 	h, err := podconfig.NewPushHandler(podconfig.PushConfig{NodeName: "edge-1", Out: out})
 	if err != nil {
 		panic(err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -32,9 +33,9 @@ spec:
 	}))
 	defer srv.Close()
 
-	cfg, _ := podconfig.New(podconfig.Config{Sources: []string{podconfig.SourceFile, podconfig.SourceHTTP}})
-	fileCh, _ := cfg.Channel(podconfig.SourceFile)
-	httpCh, _ := cfg.Channel(podconfig.SourceHTTP)
+	cfg, _ := podconfig.New(podconfig.Config{Sources: []string{kubetypes.SourceFile, kubetypes.SourceHTTP}})
+	fileCh, _ := cfg.Channel(kubetypes.SourceFile)
+	httpCh, _ := cfg.Channel(kubetypes.SourceHTTP)
 	files, _ := podconfig.NewFileSource(podconfig.FileSourceConfig{Path: dir, NodeName: "node1", Out: fileCh})
 	web, _ := podconfig.NewHTTPSource(podconfig.HTTPSourceConfig{URL: srv.URL, NodeName: "node1", Out: httpCh})
 

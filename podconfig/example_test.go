@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -24,8 +25,8 @@ spec:
     image: nginx:1.27
 `), 0o644)
 
-	cfg, _ := podconfig.New(podconfig.Config{Sources: []string{podconfig.SourceFile}})
-	ch, _ := cfg.Channel(podconfig.SourceFile)
+	cfg, _ := podconfig.New(podconfig.Config{Sources: []string{kubetypes.SourceFile}})
+	ch, _ := cfg.Channel(kubetypes.SourceFile)
 	files, _ := podconfig.NewFileSource(podconfig.FileSourceConfig{Path: dir, NodeName: "node1", Out: ch})
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/fsutil"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // DefaultFilePeriod is how often a file source re-reads its path when
@@ -43,7 +44,7 @@ type FileSourceConfig struct {
 	// change, typically PodConfig.Channel(SourceFile). Required. A pod
 	// whose manifest did not change is sent again as the same object: the
 	// receiver must not modify the pods (PodConfig does not).
-	Out chan<- PodUpdate
+	Out chan<- kubetypes.PodUpdate
 	// OnError, if set, is called with every manifest that fails to decode
 	// (the error names the file and the line or field). It is called from
 	// Sync or Run's goroutine, once per distinct broken content.
@@ -151,7 +152,7 @@ func (s *FileSource) sync(ctx context.Context, full bool) error {
 // sendLocked sends pods as the source's SET.
 func (s *FileSource) sendLocked(ctx context.Context, pods []*v1.Pod) error {
 	select {
-	case s.cfg.Out <- PodUpdate{Op: SET, Source: SourceFile, Pods: pods}:
+	case s.cfg.Out <- kubetypes.PodUpdate{Op: kubetypes.SET, Source: kubetypes.SourceFile, Pods: pods}:
 		s.sent = true
 		s.dirty = false
 		return nil
@@ -306,7 +307,7 @@ func (s *FileSource) readFileLocked(name string, stamp fsutil.Stamp) (gone bool)
 	}
 	st.sum = sum
 	pods, err := DecodeStaticPods(data, StaticPodOptions{
-		NodeName: s.cfg.NodeName, Source: SourceFile, Origin: name, AddNoExecuteToleration: true,
+		NodeName: s.cfg.NodeName, Source: kubetypes.SourceFile, Origin: name, AddNoExecuteToleration: true,
 	})
 	if err != nil {
 		s.reportLocked(name, st, err)

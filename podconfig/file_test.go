@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/fsutil"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func manifest(name string) string {
@@ -21,7 +22,7 @@ func manifest(name string) string {
 }
 
 type fileHarness struct {
-	out    chan PodUpdate
+	out    chan kubetypes.PodUpdate
 	src    *FileSource
 	errs   []string
 	clk    *clocktesting.FakeClock
@@ -31,7 +32,7 @@ type fileHarness struct {
 
 func newFileHarness(t *testing.T, path string) *fileHarness {
 	t.Helper()
-	h := &fileHarness{out: make(chan PodUpdate, 10), clk: clocktesting.NewFakeClock(t0)}
+	h := &fileHarness{out: make(chan kubetypes.PodUpdate, 10), clk: clocktesting.NewFakeClock(t0)}
 	src, err := NewFileSource(FileSourceConfig{Path: path, NodeName: "node", Clock: h.clk, Out: h.out,
 		OnError: func(p string, err error) { h.errs = append(h.errs, err.Error()) }})
 	if err != nil {
@@ -51,8 +52,8 @@ func (h *fileHarness) sync(t *testing.T) {
 	}
 }
 
-func (h *fileHarness) pending() []PodUpdate {
-	var us []PodUpdate
+func (h *fileHarness) pending() []kubetypes.PodUpdate {
+	var us []kubetypes.PodUpdate
 	for {
 		select {
 		case u := <-h.out:
@@ -63,7 +64,7 @@ func (h *fileHarness) pending() []PodUpdate {
 	}
 }
 
-func names(u PodUpdate) string {
+func names(u kubetypes.PodUpdate) string {
 	var n []string
 	for _, p := range u.Pods {
 		n = append(n, p.Name)
@@ -82,7 +83,7 @@ func TestExtractFromEmptyDir(t *testing.T) {
 	h := newFileHarness(t, t.TempDir())
 	h.sync(t)
 	us := h.pending()
-	if len(us) != 1 || us[0].Op != SET || us[0].Source != SourceFile || len(us[0].Pods) != 0 {
+	if len(us) != 1 || us[0].Op != kubetypes.SET || us[0].Source != kubetypes.SourceFile || len(us[0].Pods) != 0 {
 		t.Fatalf("got %+v", us)
 	}
 	h.sync(t)
@@ -169,7 +170,7 @@ func TestDirectoryRulesAndLastGoodVersion(t *testing.T) {
 }
 
 func TestNewFileSourceValidates(t *testing.T) {
-	out := make(chan PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	for _, cfg := range []FileSourceConfig{{NodeName: "n", Out: out}, {Path: "/x", Out: out}, {Path: "/x", NodeName: "n"}, {Path: "/x", NodeName: "n", Out: out, Period: -1}} {
 		if _, err := NewFileSource(cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: %v", cfg, err)
@@ -177,7 +178,7 @@ func TestNewFileSourceValidates(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, out <-chan PodUpdate, want string) {
+func waitFor(t *testing.T, out <-chan kubetypes.PodUpdate, want string) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {

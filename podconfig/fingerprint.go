@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -421,5 +422,5 @@ func (f *fingerprinter) mapSum(m map[string]string, skipLocal bool) uint64 {
 }
 
 func isLocalAnnotation(k string) bool {
-	return k == ConfigSourceAnnotation || k == ConfigSeenAnnotation || k == ConfigMirrorAnnotation
+	return k == kubetypes.ConfigSourceAnnotation || k == kubetypes.ConfigSeenAnnotation || k == kubetypes.ConfigMirrorAnnotation
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,7 +145,7 @@ func TestFingerprintChanges(t *testing.T) {
 	mk := func() *v1.Pod {
 		p := mkPod("u", "p")
 		p.Labels = map[string]string{"app": "web"}
-		p.Annotations = map[string]string{"note": "x", ConfigSourceAnnotation: "file", ConfigSeenAnnotation: "t1"}
+		p.Annotations = map[string]string{"note": "x", kubetypes.ConfigSourceAnnotation: "file", kubetypes.ConfigSeenAnnotation: "t1"}
 		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1Ki")}
 		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", Value: "1"}}
 		p.Status.Phase = v1.PodRunning
@@ -201,9 +202,9 @@ func TestFingerprintChanges(t *testing.T) {
 		{"label added", func(p *v1.Pod) { p.Labels["x"] = "" }, true, false},
 		{"annotation", func(p *v1.Pod) { p.Annotations["note"] = "y" }, true, false},
 		{"local annotations only", func(p *v1.Pod) {
-			p.Annotations[ConfigSeenAnnotation] = "t2"
-			p.Annotations[ConfigMirrorAnnotation] = "m"
-			delete(p.Annotations, ConfigSourceAnnotation)
+			p.Annotations[kubetypes.ConfigSeenAnnotation] = "t2"
+			p.Annotations[kubetypes.ConfigMirrorAnnotation] = "m"
+			delete(p.Annotations, kubetypes.ConfigSourceAnnotation)
 		}, false, false},
 		{"deletion timestamp", func(p *v1.Pod) { p.DeletionTimestamp = &now }, true, false},
 		{"deletion grace", func(p *v1.Pod) { p.DeletionGracePeriodSeconds = &grace }, true, false},
@@ -225,14 +226,14 @@ func TestFingerprintChanges(t *testing.T) {
 	}
 	// Through the merge: the notation change is no update, a value change is.
 	c, _ := newTestConfig(t, Incremental)
-	c.Merge("file", PodUpdate{Op: SET, Pods: []*v1.Pod{mk()}})
+	c.Merge("file", kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{mk()}})
 	p := mk()
 	p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = resource.MustParse("0.1")
-	if out := c.Merge("file", PodUpdate{Op: SET, Pods: []*v1.Pod{p}}); len(out) != 0 {
+	if out := c.Merge("file", kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{p}}); len(out) != 0 {
 		t.Fatalf("100m -> 0.1 gave %v", summary(out))
 	}
 	p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = resource.MustParse("0.2")
-	if out := c.Merge("file", PodUpdate{Op: SET, Pods: []*v1.Pod{p}}); len(out) != 1 || out[0].Op != UPDATE {
+	if out := c.Merge("file", kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{p}}); len(out) != 1 || out[0].Op != kubetypes.UPDATE {
 		t.Fatalf("100m -> 0.2 gave %v", summary(out))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func FuzzDecodeStaticPods(f *testing.F) {
@@ -18,7 +20,7 @@ func FuzzDecodeStaticPods(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers: [{name: a, image: b, resources: {limits: {cpu: 1e-99999999}}}]\n"))
 	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x, uid: \"a\\u0000b\"}\nspec:\n  containers: [{name: a, image: b}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		opts := StaticPodOptions{NodeName: "n", Source: SourceFile, Origin: "/f", AddNoExecuteToleration: true}
+		opts := StaticPodOptions{NodeName: "n", Source: kubetypes.SourceFile, Origin: "/f", AddNoExecuteToleration: true}
 		start := time.Now()
 		pods, err := DecodeStaticPods(data, opts)
 		if d := time.Since(start); d > 5*time.Second {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -63,7 +64,7 @@ type HTTPSourceConfig struct {
 	Logger *zap.Logger
 	// Out receives a SET with the full pod list of the URL whenever it
 	// changes. Required.
-	Out chan<- PodUpdate
+	Out chan<- kubetypes.PodUpdate
 }
 
 // HTTPSource polls one URL for static pods.
@@ -79,7 +80,7 @@ type HTTPSource struct {
 	client   *http.Client
 	clock    clock.Clock
 	log      *zap.Logger
-	out      chan<- PodUpdate
+	out      chan<- kubetypes.PodUpdate
 
 	// secrets are scrubbed from every error Sync returns: header values
 	// and URL credentials, in case a server reflects them back.
@@ -226,7 +227,7 @@ func (s *HTTPSource) sync(ctx context.Context) error {
 	if len(bytes.TrimSpace(data)) > 0 {
 		pods, err = DecodeStaticPods(data, StaticPodOptions{
 			NodeName: s.nodeName,
-			Source:   SourceHTTP,
+			Source:   kubetypes.SourceHTTP,
 			Origin:   s.redacted,
 		})
 		if err != nil {
@@ -239,7 +240,7 @@ func (s *HTTPSource) sync(ctx context.Context) error {
 		pods = []*v1.Pod{}
 	}
 	select {
-	case s.out <- PodUpdate{Pods: pods, Op: SET, Source: SourceHTTP}:
+	case s.out <- kubetypes.PodUpdate{Pods: pods, Op: kubetypes.SET, Source: kubetypes.SourceHTTP}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -84,7 +85,7 @@ func newTestHTTPSource(t *testing.T, cfg HTTPSourceConfig) *HTTPSource {
 	return s
 }
 
-func expectNoUpdate(t *testing.T, ch chan PodUpdate) {
+func expectNoUpdate(t *testing.T, ch chan kubetypes.PodUpdate) {
 	t.Helper()
 	select {
 	case u := <-ch:
@@ -93,21 +94,21 @@ func expectNoUpdate(t *testing.T, ch chan PodUpdate) {
 	}
 }
 
-func recvUpdate(t *testing.T, ch chan PodUpdate) PodUpdate {
+func recvUpdate(t *testing.T, ch chan kubetypes.PodUpdate) kubetypes.PodUpdate {
 	t.Helper()
 	select {
 	case u := <-ch:
 		return u
 	default:
 		t.Fatalf("no update sent")
-		return PodUpdate{}
+		return kubetypes.PodUpdate{}
 	}
 }
 
 func TestHTTPSourceDecodesPodAndPodList(t *testing.T) {
 	httpLeakCheck(t)
 	srv := newBodyServer(t, testPodJSON)
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out})
 	ctx := t.Context()
 
@@ -115,7 +116,7 @@ func TestHTTPSourceDecodesPodAndPodList(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := recvUpdate(t, out)
-	if u.Op != SET || u.Source != SourceHTTP || len(u.Pods) != 1 {
+	if u.Op != kubetypes.SET || u.Source != kubetypes.SourceHTTP || len(u.Pods) != 1 {
 		t.Fatalf("update = %v/%s with %d pods, want SET/http with 1", u.Op, u.Source, len(u.Pods))
 	}
 	p := u.Pods[0]
@@ -155,7 +156,7 @@ func TestHTTPSourceUIDStableAndIndependentOfURLCredentials(t *testing.T) {
 	httpLeakCheck(t)
 	srv := newBodyServer(t, testPodJSON)
 	uid := func(raw string) string {
-		out := make(chan PodUpdate, 1)
+		out := make(chan kubetypes.PodUpdate, 1)
 		s := newTestHTTPSource(t, HTTPSourceConfig{URL: raw, Out: out})
 		if err := s.Sync(t.Context()); err != nil {
 			t.Fatal(err)
@@ -177,7 +178,7 @@ func TestHTTPSourceUIDStableAndIndependentOfURLCredentials(t *testing.T) {
 func TestHTTPSourceHeadersOnEveryRequest(t *testing.T) {
 	httpLeakCheck(t)
 	srv := newBodyServer(t, testPodJSON)
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	h := http.Header{}
 	h.Set("X-Node-Token", "tok")
 	h.Add("X-Multi", "1")
@@ -198,7 +199,7 @@ func TestHTTPSourceHeadersOnEveryRequest(t *testing.T) {
 func TestHTTPSourceEmptyBodySendsEmptySetOnce(t *testing.T) {
 	httpLeakCheck(t)
 	srv := newBodyServer(t, testPodJSON)
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out})
 	if err := s.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func TestHTTPSourceEmptyBodySendsEmptySetOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := recvUpdate(t, out)
-	if u.Op != SET || u.Pods == nil || len(u.Pods) != 0 {
+	if u.Op != kubetypes.SET || u.Pods == nil || len(u.Pods) != 0 {
 		t.Fatalf("update = %v with %v, want an empty SET", u.Op, u.Pods)
 	}
 	if err := s.Sync(t.Context()); err != nil {
@@ -222,7 +223,7 @@ func TestHTTPSourceNon200SendsNothing(t *testing.T) {
 	httpLeakCheck(t)
 	srv := newBodyServer(t, testPodJSON)
 	srv.status.Store(http.StatusInternalServerError)
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out})
 	err := s.Sync(t.Context())
 	if !errors.Is(err, ErrHTTPStatus) || !strings.Contains(err.Error(), "500") {
@@ -243,7 +244,7 @@ func TestHTTPSourceNon200SendsNothing(t *testing.T) {
 func TestHTTPSourceBodyCap(t *testing.T) {
 	httpLeakCheck(t)
 	srv := newBodyServer(t, "")
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out, MaxBodyBytes: int64(len(testPodJSON))})
 	srv.body.Store(testPodJSON + " ") // one byte over
 	if err := s.Sync(t.Context()); !errors.Is(err, ErrBodyTooLarge) {
@@ -270,7 +271,7 @@ func TestHTTPSourceInvalidPodsSendNothing(t *testing.T) {
 	for name, body := range bad {
 		t.Run(name, func(t *testing.T) {
 			srv := newBodyServer(t, body)
-			out := make(chan PodUpdate, 10)
+			out := make(chan kubetypes.PodUpdate, 10)
 			s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out})
 			err := s.Sync(t.Context())
 			if !errors.Is(err, ErrInvalidManifest) {
@@ -315,7 +316,7 @@ func TestHTTPSourceRedirects(t *testing.T) {
 	defer srv.Close()
 	hdr := http.Header{"X-Token": {"t"}}
 
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL + "/same", Header: hdr, Out: out})
 	if err := s.Sync(t.Context()); err != nil {
 		t.Fatalf("same-origin redirect: %v", err)
@@ -382,7 +383,7 @@ func TestHTTPSourceSecretsNeverLogged(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	u, _ := url.Parse(srv.URL)
 	u.User = url.UserPassword(secretUser, secretPass)
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	s := newTestHTTPSource(t, HTTPSourceConfig{
 		URL:          u.String(),
 		Header:       http.Header{"X-Secret": {secretHeader}},
@@ -445,7 +446,7 @@ func TestHTTPSourceRunPeriodicAndStops(t *testing.T) {
 	}))
 	defer srv.Close()
 	fc := clocktesting.NewFakeClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
-	out := make(chan PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out, Clock: fc, Period: DefaultHTTPPeriod})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
@@ -478,7 +479,7 @@ func TestHTTPSourceRunPeriodicAndStops(t *testing.T) {
 }
 
 func TestNewHTTPSourceConfigErrors(t *testing.T) {
-	out := make(chan PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	cases := []struct {
 		cfg   HTTPSourceConfig
 		field string
@@ -515,7 +516,7 @@ func TestHTTPSourceTimeout(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	out := make(chan PodUpdate, 1)
+	out := make(chan kubetypes.PodUpdate, 1)
 	s := newTestHTTPSource(t, HTTPSourceConfig{URL: srv.URL, Out: out, Timeout: 50 * time.Millisecond})
 	if err := s.Sync(t.Context()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a deadline error", err)

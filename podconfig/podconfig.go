@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -74,12 +75,12 @@ type PodConfig struct {
 	clock   clock.Clock
 	log     *zap.Logger
 	metrics *metrics
-	updates chan PodUpdate
+	updates chan kubetypes.PodUpdate
 
 	mu       sync.Mutex // guards everything below and the merge itself
 	sources  map[string]*sourceState
 	required []string // sources SeenAllSources waits for, in order of addition
-	channels map[string]chan PodUpdate
+	channels map[string]chan kubetypes.PodUpdate
 	fp       *fingerprinter
 	scratch  mergeScratch
 	running  bool
@@ -94,7 +95,7 @@ type PodConfig struct {
 
 type sourced struct {
 	source string
-	update PodUpdate
+	update kubetypes.PodUpdate
 }
 
 // New validates cfg and returns a PodConfig. It starts nothing.
@@ -120,9 +121,9 @@ func New(cfg Config) (*PodConfig, error) {
 		mode:     cfg.Mode,
 		clock:    cfg.Clock,
 		log:      cfg.Logger.Named("podconfig"),
-		updates:  make(chan PodUpdate, cfg.UpdatesBuffer),
+		updates:  make(chan kubetypes.PodUpdate, cfg.UpdatesBuffer),
 		sources:  make(map[string]*sourceState),
-		channels: make(map[string]chan PodUpdate),
+		channels: make(map[string]chan kubetypes.PodUpdate),
 		fp:       newFingerprinter(),
 		ready:    make(chan struct{}),
 		in:       make(chan sourced),
@@ -151,19 +152,19 @@ func New(cfg Config) (*PodConfig, error) {
 // ErrInvalidSource; a name not in Config.Sources is added to the sources
 // SeenAllSources waits for. Channels may be created before or after Run
 // starts. A source may close its channel when it is done; its pods stay.
-func (c *PodConfig) Channel(source string) (chan<- PodUpdate, error) {
+func (c *PodConfig) Channel(source string) (chan<- kubetypes.PodUpdate, error) {
 	if source == "" {
 		return nil, fmt.Errorf("%w: empty source name", ErrInvalidSource)
 	}
-	if source == SourceAll {
-		return nil, fmt.Errorf("%w: %q is reserved", ErrInvalidSource, SourceAll)
+	if source == kubetypes.SourceAll {
+		return nil, fmt.Errorf("%w: %q is reserved", ErrInvalidSource, kubetypes.SourceAll)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch, ok := c.channels[source]; ok {
 		return ch, nil
 	}
-	ch := make(chan PodUpdate)
+	ch := make(chan kubetypes.PodUpdate)
 	c.channels[source] = ch
 	if !slices.Contains(c.required, source) {
 		c.required = append(c.required, source)
@@ -176,7 +177,7 @@ func (c *PodConfig) Channel(source string) (chan<- PodUpdate, error) {
 }
 
 // Updates is the stream of merged updates. It is closed when Run returns.
-func (c *PodConfig) Updates() <-chan PodUpdate { return c.updates }
+func (c *PodConfig) Updates() <-chan kubetypes.PodUpdate { return c.updates }
 
 // Merge applies update u from source synchronously and returns the
 // PodUpdates it gives rise to (in delivery order) without delivering them.
@@ -184,7 +185,7 @@ func (c *PodConfig) Updates() <-chan PodUpdate { return c.updates }
 // pods in u are handed over (the caller must not modify them afterwards)
 // and are never written to; the pods in the result are the stored objects,
 // shared and read-only.
-func (c *PodConfig) Merge(source string, u PodUpdate) []PodUpdate {
+func (c *PodConfig) Merge(source string, u kubetypes.PodUpdate) []kubetypes.PodUpdate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.mergeLocked(source, u)
@@ -195,7 +196,7 @@ func (c *PodConfig) Merge(source string, u PodUpdate) []PodUpdate {
 
 // Snapshot returns every pod of every source as one SET (Source SourceAll).
 // The pods are shared: treat them as read-only.
-func (c *PodConfig) Snapshot() PodUpdate {
+func (c *PodConfig) Snapshot() kubetypes.PodUpdate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.snapshotLocked()
@@ -321,7 +322,7 @@ func (c *PodConfig) Run(ctx context.Context) error {
 	}
 }
 
-func (c *PodConfig) deliver(ctx context.Context, u PodUpdate) bool {
+func (c *PodConfig) deliver(ctx context.Context, u kubetypes.PodUpdate) bool {
 	select {
 	case c.updates <- u:
 		if c.metrics != nil {
@@ -335,7 +336,7 @@ func (c *PodConfig) deliver(ctx context.Context, u PodUpdate) bool {
 
 // startForwarderLocked starts the goroutine that moves one source's updates
 // into the merge goroutine, preserving their order.
-func (c *PodConfig) startForwarderLocked(source string, ch chan PodUpdate) {
+func (c *PodConfig) startForwarderLocked(source string, ch chan kubetypes.PodUpdate) {
 	ctx := c.runCtx
 	c.wg.Add(1)
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,10 +37,12 @@ func mkPod(uid, name string) *v1.Pod {
 	}
 }
 
-func set(pods ...*v1.Pod) PodUpdate { return PodUpdate{Op: SET, Pods: pods} }
+func set(pods ...*v1.Pod) kubetypes.PodUpdate {
+	return kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods}
+}
 
 // summary renders updates as "OP(source):uid,uid OP2(...)..." for comparison.
-func summary(us []PodUpdate) string {
+func summary(us []kubetypes.PodUpdate) string {
 	var parts []string
 	for _, u := range us {
 		uids := make([]string, len(u.Pods))
@@ -51,7 +54,7 @@ func summary(us []PodUpdate) string {
 	return strings.Join(parts, " ")
 }
 
-func expect(t *testing.T, got []PodUpdate, want string) {
+func expect(t *testing.T, got []kubetypes.PodUpdate, want string) {
 	t.Helper()
 	if s := summary(got); s != want {
 		t.Errorf("got  %q\nwant %q", s, want)
@@ -118,22 +121,22 @@ func TestNewPodAddedUpdatedRemoved(t *testing.T) {
 func TestPodUpdateAnnotationsAndLabels(t *testing.T) {
 	c, clk := newTestConfig(t, Incremental)
 	first := c.Merge("test", set(mkPod("a", "a")))
-	seen := first[0].Pods[0].Annotations[ConfigSeenAnnotation]
-	if seen != t0.Format(time.RFC3339Nano) || first[0].Pods[0].Annotations[ConfigSourceAnnotation] != "test" {
+	seen := first[0].Pods[0].Annotations[kubetypes.ConfigSeenAnnotation]
+	if seen != t0.Format(time.RFC3339Nano) || first[0].Pods[0].Annotations[kubetypes.ConfigSourceAnnotation] != "test" {
 		t.Fatalf("annotations on add: %v", first[0].Pods[0].Annotations)
 	}
 	clk.Step(time.Minute)
 
 	// Only local annotations differ: nothing.
 	p := mkPod("a", "a")
-	p.Annotations = map[string]string{ConfigSeenAnnotation: "other", ConfigSourceAnnotation: "x", ConfigMirrorAnnotation: "m"}
+	p.Annotations = map[string]string{kubetypes.ConfigSeenAnnotation: "other", kubetypes.ConfigSourceAnnotation: "x", kubetypes.ConfigMirrorAnnotation: "m"}
 	expect(t, c.Merge("test", set(p)), "")
 
 	p = mkPod("a", "a")
 	p.Annotations = map[string]string{"k": "v"}
 	got := c.Merge("test", set(p))
 	expect(t, got, "UPDATE(test):a")
-	if a := got[0].Pods[0].Annotations; a["k"] != "v" || a[ConfigSeenAnnotation] != seen || a[ConfigSourceAnnotation] != "test" {
+	if a := got[0].Pods[0].Annotations; a["k"] != "v" || a[kubetypes.ConfigSeenAnnotation] != seen || a[kubetypes.ConfigSourceAnnotation] != "test" {
 		t.Errorf("annotations after update: %v", a)
 	}
 	p = mkPod("a", "a")
@@ -164,7 +167,7 @@ func TestPodUpdateDuplicateDropped(t *testing.T) {
 		t.Errorf("the second same-UID pod won: %v", got[0].Pods[0].Spec.Containers[0].Image)
 	}
 	// Incremental ops check UIDs in the filter.
-	expect(t, c.Merge("test", PodUpdate{Op: ADD, Pods: []*v1.Pod{mkPod("d", "d"), mkPod("d", "e")}}), "ADD(test):d")
+	expect(t, c.Merge("test", kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{mkPod("d", "d"), mkPod("d", "e")}}), "ADD(test):d")
 	if n := len(c.MergedState()); n != 3 {
 		t.Errorf("stored %d pods, want 3 (a, c, d)", n)
 	}
@@ -172,16 +175,16 @@ func TestPodUpdateDuplicateDropped(t *testing.T) {
 
 func TestIncrementalOpsFromSource(t *testing.T) {
 	c, _ := newTestConfig(t, Incremental, "src")
-	expect(t, c.Merge("src", PodUpdate{Op: ADD, Pods: []*v1.Pod{mkPod("a", "a")}}), "ADD(src):a")
+	expect(t, c.Merge("src", kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{mkPod("a", "a")}}), "ADD(src):a")
 	if c.Seen("src") {
 		t.Error("an ADD made the source seen")
 	}
-	expect(t, c.Merge("src", PodUpdate{Op: ADD, Pods: []*v1.Pod{mkPod("b", "b")}}), "ADD(src):b")
+	expect(t, c.Merge("src", kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{mkPod("b", "b")}}), "ADD(src):b")
 	p := mkPod("a", "a")
 	p.Labels = map[string]string{"x": "y"}
-	expect(t, c.Merge("src", PodUpdate{Op: UPDATE, Pods: []*v1.Pod{p}}), "UPDATE(src):a")
-	expect(t, c.Merge("src", PodUpdate{Op: REMOVE, Pods: []*v1.Pod{mkPod("a", "")}}), "REMOVE(src):a")
-	expect(t, c.Merge("src", PodUpdate{Op: REMOVE, Pods: []*v1.Pod{mkPod("a", "")}}), "")
+	expect(t, c.Merge("src", kubetypes.PodUpdate{Op: kubetypes.UPDATE, Pods: []*v1.Pod{p}}), "UPDATE(src):a")
+	expect(t, c.Merge("src", kubetypes.PodUpdate{Op: kubetypes.REMOVE, Pods: []*v1.Pod{mkPod("a", "")}}), "REMOVE(src):a")
+	expect(t, c.Merge("src", kubetypes.PodUpdate{Op: kubetypes.REMOVE, Pods: []*v1.Pod{mkPod("a", "")}}), "")
 	// A first SET after incremental ops: b stays (unchanged), so only the readiness ADD.
 	expect(t, c.Merge("src", set(mkPod("b", "b"))), "ADD(src):")
 	if !c.Seen("src") {
@@ -214,7 +217,7 @@ func TestSourcesAreSeparate(t *testing.T) {
 		t.Fatal("Ready not closed")
 	}
 	expect(t, c.Merge("one", set()), "REMOVE(one):a")
-	if st := c.MergedState(); len(st) != 1 || st[0].Annotations[ConfigSourceAnnotation] != "two" {
+	if st := c.MergedState(); len(st) != 1 || st[0].Annotations[kubetypes.ConfigSourceAnnotation] != "two" {
 		t.Errorf("merged state %v", st)
 	}
 }
@@ -261,7 +264,7 @@ func TestOwnershipContract(t *testing.T) {
 	if in.Annotations != nil {
 		t.Errorf("merge wrote into the sender's pod: %v", in.Annotations)
 	}
-	if added == in || added.Annotations[ConfigSourceAnnotation] != "test" || added.Annotations[ConfigSeenAnnotation] == "" {
+	if added == in || added.Annotations[kubetypes.ConfigSourceAnnotation] != "test" || added.Annotations[kubetypes.ConfigSeenAnnotation] == "" {
 		t.Errorf("delivered pod is not a copy carrying the local annotations: %v", added.Annotations)
 	}
 	if st := c.MergedState(); len(st) != 1 || st[0] != added {
@@ -278,7 +281,7 @@ func TestOwnershipContract(t *testing.T) {
 	if rec == added || added.Status.Phase != "" || rec.Status.Phase != v1.PodRunning {
 		t.Errorf("reconcile changed the delivered object in place: old %q new %q", added.Status.Phase, rec.Status.Phase)
 	}
-	if rec.Annotations[ConfigSeenAnnotation] != added.Annotations[ConfigSeenAnnotation] || p2.Annotations != nil {
+	if rec.Annotations[kubetypes.ConfigSeenAnnotation] != added.Annotations[kubetypes.ConfigSeenAnnotation] || p2.Annotations != nil {
 		t.Errorf("config.seen not kept or sender's pod written: %v / %v", rec.Annotations, p2.Annotations)
 	}
 
@@ -291,7 +294,7 @@ func TestOwnershipContract(t *testing.T) {
 	if rec.Spec.Containers[0].Image != "img:1" || upd.Spec.Containers[0].Image != "img:2" {
 		t.Errorf("update changed the delivered object in place")
 	}
-	if upd.Annotations[ConfigSeenAnnotation] != added.Annotations[ConfigSeenAnnotation] {
+	if upd.Annotations[kubetypes.ConfigSeenAnnotation] != added.Annotations[kubetypes.ConfigSeenAnnotation] {
 		t.Errorf("config.seen changed on update: %v", upd.Annotations)
 	}
 	// An equal resend: nothing.
@@ -315,7 +318,7 @@ func TestChannels(t *testing.T) {
 	if _, err := c.Channel(""); !errors.Is(err, ErrInvalidSource) {
 		t.Errorf("empty name: %v", err)
 	}
-	if _, err := c.Channel(SourceAll); !errors.Is(err, ErrInvalidSource) {
+	if _, err := c.Channel(kubetypes.SourceAll); !errors.Is(err, ErrInvalidSource) {
 		t.Errorf("reserved name: %v", err)
 	}
 	if c.SeenAllSources() {
@@ -331,7 +334,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func recv(t *testing.T, ch <-chan PodUpdate) PodUpdate {
+func recv(t *testing.T, ch <-chan kubetypes.PodUpdate) kubetypes.PodUpdate {
 	t.Helper()
 	select {
 	case u, ok := <-ch:
@@ -342,7 +345,7 @@ func recv(t *testing.T, ch <-chan PodUpdate) PodUpdate {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no update within 10s")
 	}
-	return PodUpdate{}
+	return kubetypes.PodUpdate{}
 }
 
 func TestRunDeliversInOrderAndStops(t *testing.T) {
@@ -357,11 +360,11 @@ func TestRunDeliversInOrderAndStops(t *testing.T) {
 	two, _ := c.Channel("two") // created while running
 	two <- set()
 	one <- set(mkPod("b", "b"), mkPod("c", "c"))
-	got := []PodUpdate{recv(t, c.Updates()), recv(t, c.Updates()), recv(t, c.Updates()), recv(t, c.Updates())}
+	got := []kubetypes.PodUpdate{recv(t, c.Updates()), recv(t, c.Updates()), recv(t, c.Updates()), recv(t, c.Updates())}
 	// Run selects over the sources' channels, so nothing orders updates of
 	// different sources; each source's own updates keep their order, and
 	// every one is delivered.
-	bySource := map[string][]PodUpdate{}
+	bySource := map[string][]kubetypes.PodUpdate{}
 	for _, u := range got {
 		bySource[u.Source] = append(bySource[u.Source], u)
 	}
@@ -371,7 +374,7 @@ func TestRunDeliversInOrderAndStops(t *testing.T) {
 		t.Errorf("updates from sources %v, want one and two", slices.Sorted(maps.Keys(bySource)))
 	}
 	c.Sync()
-	expect(t, []PodUpdate{recv(t, c.Updates())}, "SET(*):b,c")
+	expect(t, []kubetypes.PodUpdate{recv(t, c.Updates())}, "SET(*):b,c")
 
 	cancel()
 	select {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +40,7 @@ type PushConfig struct {
 	MaxPods int
 	// Out receives the handler's full pod set as a SET after every change.
 	// Required.
-	Out chan<- PodUpdate
+	Out chan<- kubetypes.PodUpdate
 	// Clock is kept for uniformity with the other sources; the handler
 	// currently measures no time. Default clock.RealClock{}.
 	Clock clock.Clock
@@ -70,7 +71,7 @@ type PushHandler struct {
 	nodeName string
 	maxBody  int64
 	maxPods  int
-	out      chan<- PodUpdate
+	out      chan<- kubetypes.PodUpdate
 	clock    clock.Clock
 	log      *zap.Logger
 
@@ -158,7 +159,7 @@ func (h *PushHandler) Pods(ctx context.Context) ([]*v1.Pod, error) {
 }
 
 func (h *PushHandler) send(ctx context.Context, set map[string]*v1.Pod) error {
-	u := PodUpdate{Pods: sortedPods(set), Op: SET, Source: SourcePush}
+	u := kubetypes.PodUpdate{Pods: sortedPods(set), Op: kubetypes.SET, Source: kubetypes.SourcePush}
 	select {
 	case h.out <- u:
 		return nil
@@ -253,7 +254,7 @@ func (h *PushHandler) serveApply(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read body", http.StatusBadRequest)
 		return
 	}
-	pods, err := DecodeStaticPods(data, StaticPodOptions{NodeName: h.nodeName, Source: SourcePush, Origin: pushOrigin})
+	pods, err := DecodeStaticPods(data, StaticPodOptions{NodeName: h.nodeName, Source: kubetypes.SourcePush, Origin: pushOrigin})
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, ErrTooLarge) {

@@ -10,13 +10,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 )
 
-func newTestPush(t *testing.T, cfg PushConfig) (*PushHandler, chan PodUpdate) {
+func newTestPush(t *testing.T, cfg PushConfig) (*PushHandler, chan kubetypes.PodUpdate) {
 	t.Helper()
-	out := make(chan PodUpdate, 10)
+	out := make(chan kubetypes.PodUpdate, 10)
 	if cfg.Out == nil {
 		cfg.Out = out
 	}
@@ -60,7 +61,7 @@ func TestPushAddListDelete(t *testing.T) {
 		t.Fatalf("POST response = %s (%v)", rec.Body, err)
 	}
 	u := recvUpdate(t, out)
-	if u.Op != SET || u.Source != SourcePush || podNames(u.Pods) != "default/web-node1" {
+	if u.Op != kubetypes.SET || u.Source != kubetypes.SourcePush || podNames(u.Pods) != "default/web-node1" {
 		t.Fatalf("update = %v/%s %s", u.Op, u.Source, podNames(u.Pods))
 	}
 	if u.Pods[0].UID == "" || u.Pods[0].Spec.NodeName != "Node1" {
@@ -104,7 +105,7 @@ func TestPushAddListDelete(t *testing.T) {
 			t.Fatalf("DELETE %s = %d %s", c.target, rec.Code, rec.Body)
 		}
 		u = recvUpdate(t, out)
-		if u.Op != SET || u.Pods == nil || podNames(u.Pods) != c.left {
+		if u.Op != kubetypes.SET || u.Pods == nil || podNames(u.Pods) != c.left {
 			t.Fatalf("after DELETE %s: %s", c.target, podNames(u.Pods))
 		}
 	}
@@ -177,7 +178,7 @@ func TestPushRejections(t *testing.T) {
 // the handler answers 503 and its set is unchanged.
 func TestPushClientGoneWhileOutFull(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := make(chan PodUpdate) // never read until the end
+	out := make(chan kubetypes.PodUpdate) // never read until the end
 	h, _ := newTestPush(t, PushConfig{Out: out})
 	ctx, cancel := context.WithCancel(t.Context())
 	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(testPodJSON)).WithContext(ctx)
@@ -197,7 +198,7 @@ func TestPushClientGoneWhileOutFull(t *testing.T) {
 		t.Fatalf("set changed after a failed delivery: %v %v", podNames(pods), err)
 	}
 	// The lock was released: a later request with a reader succeeds.
-	got := make(chan PodUpdate, 1)
+	got := make(chan kubetypes.PodUpdate, 1)
 	go func() { got <- <-out }()
 	if rec := doPush(h, http.MethodPost, "/", "", testPodJSON); rec.Code != http.StatusOK {
 		t.Fatalf("after recovery = %d", rec.Code)
@@ -212,12 +213,12 @@ func TestPushSyncSendsCurrentSet(t *testing.T) {
 	if err := h.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if u := recvUpdate(t, out); u.Op != SET || u.Pods == nil || len(u.Pods) != 0 {
+	if u := recvUpdate(t, out); u.Op != kubetypes.SET || u.Pods == nil || len(u.Pods) != 0 {
 		t.Fatalf("initial Sync = %v %v", u.Op, u.Pods)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	full, _ := newTestPush(t, PushConfig{Out: make(chan PodUpdate)})
+	full, _ := newTestPush(t, PushConfig{Out: make(chan kubetypes.PodUpdate)})
 	if err := full.Sync(ctx); err == nil {
 		t.Fatal("Sync with a full Out and a done ctx returned nil")
 	}
@@ -227,12 +228,12 @@ func TestPushSyncSendsCurrentSet(t *testing.T) {
 // the SETs arrive in commit order, so the last one holds every pod.
 func TestPushConcurrent(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	out := make(chan PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	h, _ := newTestPush(t, PushConfig{Out: out})
 	srv := httptest.NewServer(h)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	const n = 8
-	var last PodUpdate
+	var last kubetypes.PodUpdate
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -266,7 +267,7 @@ func TestPushConcurrent(t *testing.T) {
 }
 
 func TestNewPushHandlerConfigErrors(t *testing.T) {
-	out := make(chan PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	for _, c := range []struct {
 		cfg   PushConfig
 		field string

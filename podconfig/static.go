@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	yaml3 "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -339,7 +340,7 @@ func staticPodUID(pod *v1.Pod, opts StaticPodOptions) (types.UID, error) {
 	}
 	h := fnv.New128a()
 	_, _ = h.Write(enc)
-	if opts.Source == SourceFile {
+	if opts.Source == kubetypes.SourceFile {
 		_, _ = fmt.Fprintf(h, "host:%s", opts.NodeName)
 		_, _ = fmt.Fprintf(h, "file:%s", opts.Origin)
 	} else {
@@ -364,7 +365,7 @@ func defaultStaticPod(pod *v1.Pod, opts StaticPodOptions) error {
 	if pod.Annotations == nil {
 		pod.Annotations = make(map[string]string, 1)
 	}
-	pod.Annotations[ConfigHashAnnotation] = string(pod.UID)
+	pod.Annotations[kubetypes.ConfigHashAnnotation] = string(pod.UID)
 	if opts.AddNoExecuteToleration {
 		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -26,7 +27,7 @@ spec:
 `
 
 func fileOpts(path string) StaticPodOptions {
-	return StaticPodOptions{NodeName: "Node-A", Source: SourceFile, Origin: path, AddNoExecuteToleration: true}
+	return StaticPodOptions{NodeName: "Node-A", Source: kubetypes.SourceFile, Origin: path, AddNoExecuteToleration: true}
 }
 
 func TestDecodeStaticPodDefaults(t *testing.T) {
@@ -44,8 +45,8 @@ func TestDecodeStaticPodDefaults(t *testing.T) {
 	if p.Namespace != "default" || p.Spec.NodeName != "Node-A" {
 		t.Errorf("namespace %q nodeName %q", p.Namespace, p.Spec.NodeName)
 	}
-	if len(p.UID) != 32 || p.Annotations[ConfigHashAnnotation] != string(p.UID) {
-		t.Errorf("uid %q hash annotation %q", p.UID, p.Annotations[ConfigHashAnnotation])
+	if len(p.UID) != 32 || p.Annotations[kubetypes.ConfigHashAnnotation] != string(p.UID) {
+		t.Errorf("uid %q hash annotation %q", p.UID, p.Annotations[kubetypes.ConfigHashAnnotation])
 	}
 	if p.Status.Phase != v1.PodPending {
 		t.Errorf("phase %q", p.Status.Phase)
@@ -69,7 +70,7 @@ func TestDecodeStaticPodDefaults(t *testing.T) {
 	// Stable UID; differs by path, node, and source kind.
 	again, _ := DecodeStaticPods([]byte(staticYAML), fileOpts("/etc/pods/web.yaml"))
 	other, _ := DecodeStaticPods([]byte(staticYAML), fileOpts("/etc/pods/other.yaml"))
-	url, _ := DecodeStaticPods([]byte(staticYAML), StaticPodOptions{NodeName: "node-a", Source: SourceHTTP, Origin: "http://x/"})
+	url, _ := DecodeStaticPods([]byte(staticYAML), StaticPodOptions{NodeName: "node-a", Source: kubetypes.SourceHTTP, Origin: "http://x/"})
 	if again[0].UID != p.UID || other[0].UID == p.UID || url[0].UID == p.UID {
 		t.Errorf("uids: %s %s %s %s", p.UID, again[0].UID, other[0].UID, url[0].UID)
 	}
@@ -93,7 +94,7 @@ func TestStaticPodNameGenerate(t *testing.T) {
 func TestDecodeKeepsGivenUIDAndPullPolicy(t *testing.T) {
 	js := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","uid":"my-uid","namespace":"ns"},
 	"spec":{"containers":[{"name":"c","image":"reg:5000/img:1.2"}]}}`
-	pods, err := DecodeStaticPods([]byte(js), StaticPodOptions{NodeName: "n", Source: SourceHTTP, Origin: "u"})
+	pods, err := DecodeStaticPods([]byte(js), StaticPodOptions{NodeName: "n", Source: kubetypes.SourceHTTP, Origin: "u"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestDecodePodList(t *testing.T) {
 		js := `{"apiVersion":"v1","kind":"` + kind + `","items":[
 		{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i:1"}]}},
 		{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"i:1"}]}}]}`
-		pods, err := DecodeStaticPods([]byte(js), StaticPodOptions{NodeName: "n", Source: SourceHTTP, Origin: "u"})
+		pods, err := DecodeStaticPods([]byte(js), StaticPodOptions{NodeName: "n", Source: kubetypes.SourceHTTP, Origin: "u"})
 		if err != nil {
 			t.Fatal(kind, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,7 +113,7 @@ func (d *diff) empty() bool {
 // become the storage's (the source must not modify them afterwards) but are
 // never modified: a pod that is new or changed is stored as a shallow copy
 // carrying the local annotations, sharing everything else with the sent one.
-func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
+func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 	st := c.sources[source]
 	if st == nil {
 		st = &sourceState{pods: make(map[types.UID]*entry)}
@@ -122,7 +123,7 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 	now := c.clock.Now().UTC().Format(time.RFC3339Nano)
 
 	switch u.Op {
-	case SET:
+	case kubetypes.SET:
 		d.firstSet = !st.seen
 		st.seen = true
 		// Entries named by this SET get its generation; the others are
@@ -161,7 +162,7 @@ func (c *PodConfig) mergeLocked(source string, u PodUpdate) diff {
 		}
 		// Keep the old order's array for the next SET (of any source).
 		st.order, c.scratch.order = order, st.order[:0]
-	case REMOVE:
+	case kubetypes.REMOVE:
 		gone := make(map[types.UID]bool, len(u.Pods))
 		for _, p := range u.Pods {
 			if p == nil {
@@ -272,7 +273,7 @@ func (c *PodConfig) doneFiltered(pods []*v1.Pod) {
 // resourceVersion and are always compared by fingerprint.
 func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, hint int, d *diff) *entry {
 	sl := &c.scratch.slabs
-	if old != nil && source == SourceAPI && p.ResourceVersion != "" &&
+	if old != nil && source == kubetypes.SourceAPI && p.ResourceVersion != "" &&
 		p.ResourceVersion == old.pod.ResourceVersion && p.UID == old.pod.UID {
 		return old
 	}
@@ -312,11 +313,11 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, hin
 		*e = entry{pod: cp, semantic: semantic, statusSum: status, fpOK: true}
 		return e
 	}
-	seen, hasSeen := old.pod.Annotations[ConfigSeenAnnotation]
-	mirror, hasMirror := old.pod.Annotations[ConfigMirrorAnnotation]
+	seen, hasSeen := old.pod.Annotations[kubetypes.ConfigSeenAnnotation]
+	mirror, hasMirror := old.pod.Annotations[kubetypes.ConfigMirrorAnnotation]
 	cp := withLocalAnnotations(sl.pod(hint), p, p.Annotations, true, source, seen, mirror, hasMirror)
 	if !hasSeen {
-		delete(cp.Annotations, ConfigSeenAnnotation)
+		delete(cp.Annotations, kubetypes.ConfigSeenAnnotation)
 	}
 	e := sl.entry(hint)
 	*e = entry{pod: cp, semantic: semantic, statusSum: status, fpOK: true}
@@ -340,9 +341,9 @@ func withLocalAnnotations(dst, p *v1.Pod, ann map[string]string, dropLocal bool,
 	if len(ann) > 0 && len(ann) <= 5 {
 		out = maps.Clone(ann)
 		if dropLocal {
-			delete(out, ConfigSourceAnnotation)
-			delete(out, ConfigSeenAnnotation)
-			delete(out, ConfigMirrorAnnotation)
+			delete(out, kubetypes.ConfigSourceAnnotation)
+			delete(out, kubetypes.ConfigSeenAnnotation)
+			delete(out, kubetypes.ConfigMirrorAnnotation)
 		}
 	} else {
 		out = make(map[string]string, len(ann)+3)
@@ -352,10 +353,10 @@ func withLocalAnnotations(dst, p *v1.Pod, ann map[string]string, dropLocal bool,
 			}
 		}
 	}
-	out[ConfigSourceAnnotation] = source
-	out[ConfigSeenAnnotation] = seen
+	out[kubetypes.ConfigSourceAnnotation] = source
+	out[kubetypes.ConfigSeenAnnotation] = seen
 	if hasMirror {
-		out[ConfigMirrorAnnotation] = mirror
+		out[kubetypes.ConfigMirrorAnnotation] = mirror
 	}
 	dst.Annotations = out
 	return dst
@@ -363,8 +364,8 @@ func withLocalAnnotations(dst, p *v1.Pod, ann map[string]string, dropLocal bool,
 
 // shape turns a diff into the PodUpdates the mode delivers, in order.
 // The pods in them are the stored ones: shared, read-only.
-func (c *PodConfig) shapeLocked(source string, d diff) []PodUpdate {
-	var out []PodUpdate
+func (c *PodConfig) shapeLocked(source string, d diff) []kubetypes.PodUpdate {
+	var out []kubetypes.PodUpdate
 	switch c.mode {
 	case Snapshot:
 		if d.firstSet || !d.empty() {
@@ -374,27 +375,27 @@ func (c *PodConfig) shapeLocked(source string, d diff) []PodUpdate {
 		if d.firstSet || len(d.adds) > 0 || len(d.removes) > 0 {
 			out = append(out, c.snapshotLocked())
 		}
-		out = appendUpdate(out, UPDATE, source, d.updates)
-		out = appendUpdate(out, DELETE, source, d.deletes)
-		out = appendUpdate(out, RECONCILE, source, d.reconciles)
+		out = appendUpdate(out, kubetypes.UPDATE, source, d.updates)
+		out = appendUpdate(out, kubetypes.DELETE, source, d.deletes)
+		out = appendUpdate(out, kubetypes.RECONCILE, source, d.reconciles)
 	default: // Incremental
-		out = appendUpdate(out, REMOVE, source, d.removes)
-		out = appendUpdate(out, ADD, source, d.adds)
-		out = appendUpdate(out, UPDATE, source, d.updates)
-		out = appendUpdate(out, DELETE, source, d.deletes)
+		out = appendUpdate(out, kubetypes.REMOVE, source, d.removes)
+		out = appendUpdate(out, kubetypes.ADD, source, d.adds)
+		out = appendUpdate(out, kubetypes.UPDATE, source, d.updates)
+		out = appendUpdate(out, kubetypes.DELETE, source, d.deletes)
 		if d.firstSet && len(d.adds)+len(d.updates)+len(d.deletes) == 0 {
-			out = append(out, PodUpdate{Op: ADD, Source: source, Pods: []*v1.Pod{}})
+			out = append(out, kubetypes.PodUpdate{Op: kubetypes.ADD, Source: source, Pods: []*v1.Pod{}})
 		}
-		out = appendUpdate(out, RECONCILE, source, d.reconciles)
+		out = appendUpdate(out, kubetypes.RECONCILE, source, d.reconciles)
 	}
 	return out
 }
 
-func appendUpdate(out []PodUpdate, op Op, source string, pods []*v1.Pod) []PodUpdate {
+func appendUpdate(out []kubetypes.PodUpdate, op kubetypes.Op, source string, pods []*v1.Pod) []kubetypes.PodUpdate {
 	if len(pods) == 0 {
 		return out
 	}
-	return append(out, PodUpdate{Op: op, Source: source, Pods: pods})
+	return append(out, kubetypes.PodUpdate{Op: op, Source: source, Pods: pods})
 }
 
 // sourceNamesLocked returns the names of every source with state, sorted.
@@ -426,6 +427,6 @@ func (c *PodConfig) mergedLocked() []*v1.Pod {
 	return out
 }
 
-func (c *PodConfig) snapshotLocked() PodUpdate {
-	return PodUpdate{Op: SET, Source: SourceAll, Pods: c.mergedLocked()}
+func (c *PodConfig) snapshotLocked() kubetypes.PodUpdate {
+	return kubetypes.PodUpdate{Op: kubetypes.SET, Source: kubetypes.SourceAll, Pods: c.mergedLocked()}
 }

@@ -3,18 +3,18 @@ package prober
 import (
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Result is a probe's outcome. It is the runtime's type, so the runtime
 // engine reads liveness and startup results without conversion.
-type Result = runtime.ProbeResult
+type Result = kubetypes.ProbeResult
 
-// The results (runtime.ProbeUnknown, ProbeSuccess, ProbeFailure).
+// The results (kubetypes.ProbeUnknown, ProbeSuccess, ProbeFailure).
 const (
-	Unknown = runtime.ProbeUnknown
-	Success = runtime.ProbeSuccess
-	Failure = runtime.ProbeFailure
+	Unknown = kubetypes.ProbeUnknown
+	Success = kubetypes.ProbeSuccess
+	Failure = kubetypes.ProbeFailure
 )
 
 // ProbeType is the kind of a container probe.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -129,7 +130,7 @@ func restartAfterExit(c *v1.Container, pod *v1.Pod, exitCode int32) bool {
 }
 
 // shouldRestart: should a container that is not running be (re)started?
-func shouldRestart(c *v1.Container, pod *v1.Pod, status *PodStatus) bool {
+func shouldRestart(c *v1.Container, pod *v1.Pod, status *kubetypes.PodStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -138,35 +139,35 @@ func shouldRestart(c *v1.Container, pod *v1.Pod, status *PodStatus) bool {
 		return true
 	}
 	switch cs.State {
-	case ContainerStateRunning:
+	case kubetypes.ContainerStateRunning:
 		return false
-	case ContainerStateUnknown, ContainerStateCreated:
+	case kubetypes.ContainerStateUnknown, kubetypes.ContainerStateCreated:
 		return true
 	}
 	return restartAfterExit(c, pod, cs.ExitCode)
 }
 
-func succeeded(c *v1.Container, status *PodStatus) bool {
+func succeeded(c *v1.Container, status *kubetypes.PodStatus) bool {
 	cs := status.FindContainerStatusByName(c.Name)
-	return cs != nil && cs.State == ContainerStateExited && cs.ExitCode == 0
+	return cs != nil && cs.State == kubetypes.ContainerStateExited && cs.ExitCode == 0
 }
 
-func initContainerFailed(cs *ContainerStatus) bool {
+func initContainerFailed(cs *kubetypes.ContainerStatus) bool {
 	return cs.Reason == "OOMKilled" ||
-		(cs.State == ContainerStateExited && cs.ExitCode != 0) ||
-		cs.State == ContainerStateUnknown
+		(cs.State == kubetypes.ContainerStateExited && cs.ExitCode != 0) ||
+		cs.State == kubetypes.ContainerStateUnknown
 }
 
 // anyRegularContainerCreated: some app container was ever created (so the
 // pod got past its init containers).
-func anyRegularContainerCreated(pod *v1.Pod, status *PodStatus) bool {
+func anyRegularContainerCreated(pod *v1.Pod, status *kubetypes.PodStatus) bool {
 	for i := range pod.Spec.Containers {
 		cs := status.FindContainerStatusByName(pod.Spec.Containers[i].Name)
 		if cs == nil {
 			continue
 		}
 		switch cs.State {
-		case ContainerStateCreated, ContainerStateRunning, ContainerStateExited:
+		case kubetypes.ContainerStateCreated, kubetypes.ContainerStateRunning, kubetypes.ContainerStateExited:
 			return true
 		}
 	}
@@ -175,7 +176,7 @@ func anyRegularContainerCreated(pod *v1.Pod, status *PodStatus) bool {
 
 // sandboxChanged says whether a new sandbox is needed, with the attempt
 // number to use and the id of the current (newest) sandbox.
-func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
+func sandboxChanged(pod *v1.Pod, status *kubetypes.PodStatus) (bool, uint32, string) {
 	if len(status.SandboxStatuses) == 0 {
 		return true, 0, ""
 	}
@@ -203,16 +204,16 @@ func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
 	return false, attempt, newest.GetId()
 }
 
-func (m *Manager) liveness(id string) ProbeResult {
+func (m *Manager) liveness(id string) kubetypes.ProbeResult {
 	if m.cfg.Probes == nil {
-		return ProbeSuccess
+		return kubetypes.ProbeSuccess
 	}
 	return m.cfg.Probes.Liveness(id)
 }
 
-func (m *Manager) startup(id string) ProbeResult {
+func (m *Manager) startup(id string) kubetypes.ProbeResult {
 	if m.cfg.Probes == nil {
-		return ProbeSuccess
+		return kubetypes.ProbeSuccess
 	}
 	return m.cfg.Probes.Startup(id)
 }
@@ -223,12 +224,12 @@ func (m *Manager) hash(c *v1.Container) uint64 { return hashContainer(&m.bufs, c
 // state (status) to its spec, as the kubelet's computePodActions does. It
 // makes no CRI calls. An invalid pod (see SyncPod) yields no actions; a nil
 // status counts as "nothing exists".
-func (m *Manager) ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
+func (m *Manager) ComputePodActions(pod *v1.Pod, status *kubetypes.PodStatus) PodActions {
 	if validatePod(pod) != nil {
 		return PodActions{}
 	}
 	if status == nil {
-		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		status = &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	a := PodActions{KillPod: create, CreateSandbox: create, SandboxID: sandboxID, Attempt: attempt}
@@ -272,10 +273,10 @@ func (m *Manager) ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		cs := status.FindContainerStatusByName(c.Name)
-		if cs == nil || cs.State != ContainerStateRunning {
+		if cs == nil || cs.State != kubetypes.ContainerStateRunning {
 			if shouldRestart(c, pod, status) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
-				if cs != nil && cs.State == ContainerStateUnknown {
+				if cs != nil && cs.State == kubetypes.ContainerStateUnknown {
 					a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{
 						ID: cs.ID, Name: c.Name, Container: c, Reason: KillReasonUnknownState,
 						Message: fmt.Sprintf("Container is in %q state, try killing it before restart", cs.State),
@@ -293,9 +294,9 @@ func (m *Manager) ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 		switch {
 		case cs.Hash != m.hash(c):
 			reason, msg, restart = KillReasonSpecChanged, fmt.Sprintf("Container %s definition changed", c.Name), true
-		case m.liveness(cs.ID) == ProbeFailure:
+		case m.liveness(cs.ID) == kubetypes.ProbeFailure:
 			reason, msg = KillReasonLivenessProbe, fmt.Sprintf("Container %s failed liveness probe", c.Name)
-		case m.startup(cs.ID) == ProbeFailure:
+		case m.startup(cs.ID) == kubetypes.ProbeFailure:
 			reason, msg = KillReasonStartupProbe, fmt.Sprintf("Container %s failed startup probe", c.Name)
 		default:
 			keep++
@@ -319,7 +320,7 @@ func (m *Manager) ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 // whether the pod is initialized. It walks the init containers from the
 // last one back (earlier ones may have been garbage collected), starts the
 // next one to run, and keeps sidecars (restartable init containers) running.
-func (m *Manager) computeInitActions(pod *v1.Pod, status *PodStatus, a *PodActions) bool {
+func (m *Manager) computeInitActions(pod *v1.Pod, status *kubetypes.PodStatus, a *PodActions) bool {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true
@@ -329,14 +330,14 @@ func (m *Manager) computeInitActions(pod *v1.Pod, status *PodStatus, a *PodActio
 	initialized := false
 	for i := range pod.Spec.Containers {
 		cs := status.FindContainerStatusByName(pod.Spec.Containers[i].Name)
-		if cs != nil && (cs.State == ContainerStateCreated || cs.State == ContainerStateRunning) {
+		if cs != nil && (cs.State == kubetypes.ContainerStateCreated || cs.State == kubetypes.ContainerStateRunning) {
 			initialized = true
 			break
 		}
 	}
 	previouslyInitialized := initialized
 	var toStart []int // collected in reverse order
-	kill := func(cs *ContainerStatus, c *v1.Container, r KillReason, msg string) {
+	kill := func(cs *kubetypes.ContainerStatus, c *v1.Container, r KillReason, msg string) {
 		a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{ID: cs.ID, Name: c.Name, Container: c, Reason: r, Message: msg})
 	}
 
@@ -354,20 +355,20 @@ func (m *Manager) computeInitActions(pod *v1.Pod, status *PodStatus, a *PodActio
 			continue
 		}
 		switch cs.State {
-		case ContainerStateCreated:
+		case kubetypes.ContainerStateCreated:
 			// Created but never started: start it (again).
 			toStart = append(toStart, i)
-		case ContainerStateRunning:
+		case kubetypes.ContainerStateRunning:
 			if !sidecar {
 				break // still initializing
 			}
 			if c.StartupProbe != nil {
 				switch m.startup(cs.ID) {
-				case ProbeFailure:
+				case kubetypes.ProbeFailure:
 					kill(cs, c, KillReasonStartupProbe, fmt.Sprintf("Init container %s failed startup probe", c.Name))
 					toStart = append(toStart, i)
 					goto next
-				case ProbeUnknown:
+				case kubetypes.ProbeUnknown:
 					goto next // not started yet: wait
 				}
 			}
@@ -381,11 +382,11 @@ func (m *Manager) computeInitActions(pod *v1.Pod, status *PodStatus, a *PodActio
 				toStart = append(toStart, i)
 				break
 			}
-			if c.LivenessProbe != nil && m.liveness(cs.ID) == ProbeFailure {
+			if c.LivenessProbe != nil && m.liveness(cs.ID) == kubetypes.ProbeFailure {
 				kill(cs, c, KillReasonLivenessProbe, fmt.Sprintf("Init container %s failed liveness probe", c.Name))
 				toStart = append(toStart, i)
 			}
-		case ContainerStateExited:
+		case kubetypes.ContainerStateExited:
 			if sidecar {
 				toStart = append(toStart, i)
 				break

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -12,7 +13,7 @@ import (
 func BenchmarkComputePodActions110Pods(b *testing.B) {
 	m, _, _ := newTestManager(b, nil)
 	pods := make([]*v1.Pod, 110)
-	statuses := make([]*PodStatus, 110)
+	statuses := make([]*kubetypes.PodStatus, 110)
 	for i := range pods {
 		pods[i], statuses[i] = basePod()
 		pods[i].UID = types.UID(fmt.Sprintf("uid-%d", i))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -116,33 +117,11 @@ type DNSConfig struct {
 	ResolvConf string
 }
 
-// ProbeResult is the latest result of a liveness or startup probe.
-type ProbeResult int
-
-const (
-	// ProbeUnknown: no result yet (or no such probe known).
-	ProbeUnknown ProbeResult = iota
-	ProbeSuccess
-	ProbeFailure
-)
-
-// String names the result.
-func (r ProbeResult) String() string {
-	switch r {
-	case ProbeSuccess:
-		return "Success"
-	case ProbeFailure:
-		return "Failure"
-	default:
-		return "Unknown"
-	}
-}
-
 // ProbeResults is what the action engine reads from the prober: the latest
 // liveness and startup result per CRI container id.
 type ProbeResults interface {
-	Liveness(containerID string) ProbeResult
-	Startup(containerID string) ProbeResult
+	Liveness(containerID string) kubetypes.ProbeResult
+	Startup(containerID string) kubetypes.ProbeResult
 }
 
 // PodStateProvider tells garbage collection which pods are finished.

@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"time"
+
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -16,15 +18,17 @@ var (
 	ErrCreateContainerConfig = errors.New("runtime: create container config error")
 	// ErrImagePull: pulling the image failed (reason ErrImagePull).
 	ErrImagePull = errors.New("runtime: image pull failed")
-	// ErrImagePullBackOff: a pull is in back-off (reason ImagePullBackOff).
-	ErrImagePullBackOff = errors.New("runtime: image pull back-off")
+	// ErrImagePullBackOff: a pull is in back-off (reason ImagePullBackOff);
+	// the same value as kubetypes.ErrImagePullBackOff.
+	ErrImagePullBackOff = kubetypes.ErrImagePullBackOff
 	// ErrImageNeverPull: policy Never and the image is not present (reason ErrImageNeverPull).
 	ErrImageNeverPull = errors.New("runtime: image not present with pull policy Never")
 	// ErrImageInspect: the runtime could not tell whether the image is present
 	// (reason ImageInspectError).
 	ErrImageInspect = errors.New("runtime: image inspect failed")
-	// ErrCrashLoopBackOff: a container is in restart back-off (reason CrashLoopBackOff).
-	ErrCrashLoopBackOff = errors.New("runtime: container in crash-loop back-off")
+	// ErrCrashLoopBackOff: a container is in restart back-off (reason
+	// CrashLoopBackOff); the same value as kubetypes.ErrCrashLoopBackOff.
+	ErrCrashLoopBackOff = kubetypes.ErrCrashLoopBackOff
 	// ErrCreateContainer: CreateContainer failed (reason CreateContainerError).
 	ErrCreateContainer = errors.New("runtime: create container failed")
 	// ErrRunContainer: StartContainer failed (reason RunContainerError).

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -40,14 +41,14 @@ func ExampleManager_ComputePodActions() {
 	fmt.Println(a.CreateSandbox, a.InitContainersToStart, a.ContainersToStart)
 
 	// The sandbox is up and the init container succeeded: start the app.
-	status := &runtime.PodStatus{
+	status := &kubetypes.PodStatus{
 		ID: pod.UID,
 		SandboxStatuses: []*runtimeapi.PodSandboxStatus{{
 			Id: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, Metadata: &runtimeapi.PodSandboxMetadata{},
 			Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.0.0.7"},
 		}},
-		ContainerStatuses: []*runtime.ContainerStatus{{
-			ID: "c1", Name: "migrate", State: runtime.ContainerStateExited, ExitCode: 0,
+		ContainerStatuses: []*kubetypes.ContainerStatus{{
+			ID: "c1", Name: "migrate", State: kubetypes.ContainerStateExited, ExitCode: 0,
 			FinishedAt: time.Unix(0, 0), Hash: runtime.HashContainer(&pod.Spec.InitContainers[0]),
 		}},
 	}

@@ -11,27 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
-
-// GCPolicy says which dead containers GarbageCollect may remove. The zero
-// value is the kubelet's default policy.
-type GCPolicy struct {
-	// MinAge: containers created less than MinAge ago are kept. Default 0.
-	MinAge time.Duration
-	// MaxPerPodContainer is how many dead instances of each (pod, container
-	// name) are kept. 0 means the default, 1; negative means no limit.
-	MaxPerPodContainer int
-	// MaxContainers caps the dead containers kept on the node; 0 or
-	// negative means no cap (the kubelet's default, -1).
-	MaxContainers int
-	// EvictNonDeletedPods also removes everything of pods whose runtime may
-	// be removed (PodStateProvider.ShouldPodRuntimeBeRemoved), as the
-	// eviction manager asks for under disk pressure.
-	EvictNonDeletedPods bool
-}
 
 type gcContainer struct {
 	id, name string
@@ -57,7 +41,7 @@ type gcUnit struct {
 //
 // Objects of other agents (without LabelPodUID) are never touched. Errors
 // are joined; a failure on one object does not stop the others.
-func (m *Manager) GarbageCollect(ctx context.Context, policy GCPolicy, allSourcesReady bool) error {
+func (m *Manager) GarbageCollect(ctx context.Context, policy kubetypes.GCPolicy, allSourcesReady bool) error {
 	if policy.MaxPerPodContainer == 0 {
 		policy.MaxPerPodContainer = 1
 	}
@@ -98,7 +82,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy GCPolicy, allSource
 	return errors.Join(errs...)
 }
 
-func (m *Manager) gcContainers(ctx context.Context, policy GCPolicy, allSourcesReady bool, removable func(types.UID) bool) error {
+func (m *Manager) gcContainers(ctx context.Context, policy kubetypes.GCPolicy, allSourcesReady bool, removable func(types.UID) bool) error {
 	cctx, cancel := m.callCtx(ctx)
 	containers, err := m.cfg.Runtime.ListContainers(cctx, nil)
 	cancel()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -24,7 +25,7 @@ import (
 // Config.DefaultGracePeriod; at least MinimumGracePeriodSeconds remain for
 // the stop after a hook. Containers and sandboxes that are already gone are
 // fine. Errors of all steps are joined.
-func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *Pod, gracePeriodOverride *int64) error {
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *kubetypes.Pod, gracePeriodOverride *int64) error {
 	var errs []error
 	for _, s := range m.killPod(ctx, pod, running, gracePeriodOverride, nil) {
 		if s.Err != nil {
@@ -34,17 +35,17 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *Pod, graceP
 	return errors.Join(errs...)
 }
 
-func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, override *int64, podIPs []string) []StepResult {
+func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *kubetypes.Pod, override *int64, podIPs []string) []kubetypes.StepResult {
 	if running == nil {
 		return nil
 	}
-	var victims []*Container
+	var victims []*kubetypes.Container
 	for _, c := range running.Containers {
-		if c != nil && c.State != ContainerStateExited {
+		if c != nil && c.State != kubetypes.ContainerStateExited {
 			victims = append(victims, c)
 		}
 	}
-	steps := make([]StepResult, len(victims), len(victims)+len(running.Sandboxes))
+	steps := make([]kubetypes.StepResult, len(victims), len(victims)+len(running.Sandboxes))
 	ord := newTerminationOrdering(m.cfg.Clock, pod, victims)
 	var wg sync.WaitGroup
 	for i, c := range victims {
@@ -52,7 +53,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 		go func() {
 			defer wg.Done()
 			err := m.killContainer(ctx, pod, c.ID, c.Name, c.GracePeriod, override, KillReasonUnknownState, "", podIPs, ord)
-			steps[i] = StepResult{Action: ActionKillContainer, Target: c.Name, Err: err}
+			steps[i] = kubetypes.StepResult{Action: kubetypes.ActionKillContainer, Target: c.Name, Err: err}
 		}()
 	}
 	wg.Wait()
@@ -69,7 +70,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrKillSandbox, err)
 		}
-		steps = append(steps, StepResult{Action: ActionStopSandbox, Target: sb.ID, Err: err})
+		steps = append(steps, kubetypes.StepResult{Action: kubetypes.ActionStopSandbox, Target: sb.ID, Err: err})
 	}
 	return steps
 }
@@ -182,7 +183,7 @@ type terminationOrdering struct {
 	once  map[string]*sync.Once
 }
 
-func newTerminationOrdering(clk clock.Clock, pod *v1.Pod, victims []*Container) *terminationOrdering {
+func newTerminationOrdering(clk clock.Clock, pod *v1.Pod, victims []*kubetypes.Container) *terminationOrdering {
 	// rank: -1 for regular containers, else the sidecar's start order.
 	rank := make(map[string]int, len(victims))
 	anySidecar := false

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -57,89 +56,6 @@ func New(cfg Config) (*Manager, error) {
 		seccompDefault:     m.cfg.SeccompDefault,
 	}
 	return m, nil
-}
-
-// Action is one kind of step SyncPod or KillPod takes.
-type Action int
-
-const (
-	// ActionSyncPod is a pod-level step that is not one CRI action (the pod
-	// failed validation, its sandbox config could not be built, ...).
-	ActionSyncPod Action = iota
-	ActionCreateSandbox
-	ActionKillPod
-	ActionStopSandbox
-	ActionStartContainer
-	ActionKillContainer
-	ActionRemoveContainer
-)
-
-// String names the action.
-func (a Action) String() string {
-	switch a {
-	case ActionSyncPod:
-		return "SyncPod"
-	case ActionCreateSandbox:
-		return "CreateSandbox"
-	case ActionKillPod:
-		return "KillPod"
-	case ActionStopSandbox:
-		return "StopSandbox"
-	case ActionStartContainer:
-		return "StartContainer"
-	case ActionKillContainer:
-		return "KillContainer"
-	case ActionRemoveContainer:
-		return "RemoveContainer"
-	}
-	return fmt.Sprintf("Action(%d)", int(a))
-}
-
-// StepResult is the outcome of one step.
-type StepResult struct {
-	Action Action
-	// Target is the container name (container steps), the sandbox id
-	// (sandbox steps) or the pod's namespace/name (pod steps).
-	Target string
-	// Err is nil when the step succeeded.
-	Err error
-	// Message is a human-readable detail (for a failure, what the kubelet
-	// would put in state.waiting.message).
-	Message string
-	// Reason is the waiting reason of a failed container start
-	// (CrashLoopBackOff, ErrImagePull, ...), else "".
-	Reason string
-	// ID is the runtime ID of the sandbox or container the step made
-	// (CreateSandbox, StartContainer), once the runtime returned it.
-	ID string
-}
-
-// SyncResult is what SyncPod did, step by step, in order.
-type SyncResult struct {
-	Steps []StepResult
-}
-
-// Err joins the errors of the failed steps; nil when every step succeeded.
-func (r SyncResult) Err() error {
-	var errs []error
-	for _, s := range r.Steps {
-		if s.Err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", s.Action, s.Target, s.Err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (r *SyncResult) add(s StepResult) { r.Steps = append(r.Steps, s) }
-
-// failed reports whether any step since index from failed.
-func (r *SyncResult) failedSince(from int) bool {
-	for _, s := range r.Steps[from:] {
-		if s.Err != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // waitingReason is one entry of the reason cache.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"github.com/nodekit/nodekit/internal/qos"
+	"github.com/nodekit/nodekit/kubetypes"
 
 	"fmt"
 	"math"
@@ -34,14 +35,8 @@ const (
 	// only shifts Burstable scores within [2, 999].
 	defaultMachineMemory = int64(16) << 30
 
-	// systemCriticalPriority is the priority from which a pod is critical.
-	systemCriticalPriority = int32(2000000000)
 	// systemNodeCritical is the priority class of node-critical pods.
 	systemNodeCritical = "system-node-critical"
-	// configSourceAnnotation and configMirrorAnnotation mark static and
-	// mirror pods (podconfig sets the first).
-	configSourceAnnotation = "kubernetes.io/config.source"
-	configMirrorAnnotation = "kubernetes.io/config.mirror"
 )
 
 // milliCPUToShares turns milli-CPUs into cgroup v1 cpu.shares: 1024 per CPU,
@@ -87,20 +82,9 @@ func isQoSResource(name v1.ResourceName) bool {
 // qosClass is the pod's QoS class (internal/qos).
 func qosClass(pod *v1.Pod) v1.PodQOSClass { return qos.Class(pod) }
 
-// isCriticalPod: static, mirror, or priority >= system-critical.
-func isCriticalPod(pod *v1.Pod) bool {
-	if src, ok := pod.Annotations[configSourceAnnotation]; ok && src != "" && src != "api" {
-		return true
-	}
-	if _, ok := pod.Annotations[configMirrorAnnotation]; ok {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
-}
-
 // isNodeCriticalPod: critical and of priority class system-node-critical.
 func isNodeCriticalPod(pod *v1.Pod) bool {
-	return isCriticalPod(pod) && pod.Spec.PriorityClassName == systemNodeCritical
+	return kubetypes.IsCriticalPod(pod) && pod.Spec.PriorityClassName == systemNodeCritical
 }
 
 // isSidecar reports whether c is one of the pod's restartable init containers.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,23 +19,23 @@ import (
 // isNotFound: the CRI object does not exist (any more).
 func isNotFound(err error) bool { return err != nil && status.Code(err) == codes.NotFound }
 
-func containerState(s runtimeapi.ContainerState) ContainerState {
+func containerState(s runtimeapi.ContainerState) kubetypes.ContainerState {
 	switch s {
 	case runtimeapi.ContainerState_CONTAINER_CREATED:
-		return ContainerStateCreated
+		return kubetypes.ContainerStateCreated
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return ContainerStateRunning
+		return kubetypes.ContainerStateRunning
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return ContainerStateExited
+		return kubetypes.ContainerStateExited
 	}
-	return ContainerStateUnknown
+	return kubetypes.ContainerStateUnknown
 }
 
-func sandboxState(s runtimeapi.PodSandboxState) ContainerState {
+func sandboxState(s runtimeapi.PodSandboxState) kubetypes.ContainerState {
 	if s == runtimeapi.PodSandboxState_SANDBOX_READY {
-		return ContainerStateRunning
+		return kubetypes.ContainerStateRunning
 	}
-	return ContainerStateExited
+	return kubetypes.ContainerStateExited
 }
 
 // containerName is the container's name as its labels (or metadata) say.
@@ -50,7 +51,7 @@ func containerName(labels map[string]string, md *runtimeapi.ContainerMetadata) s
 // ignored. all=false lists only ready sandboxes and running containers.
 // Pods come newest first (by newest sandbox), their containers and
 // sandboxes newest first.
-func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
+func (m *Manager) GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, error) {
 	var sbFilter *runtimeapi.PodSandboxFilter
 	var cFilter *runtimeapi.ContainerFilter
 	if !all {
@@ -70,11 +71,11 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
 		return nil, fmt.Errorf("runtime: list containers: %w", err)
 	}
 
-	pods := make(map[types.UID]*Pod)
-	get := func(id podIdentity) *Pod {
+	pods := make(map[types.UID]*kubetypes.Pod)
+	get := func(id podIdentity) *kubetypes.Pod {
 		p := pods[id.UID]
 		if p == nil {
-			p = &Pod{ID: id.UID, Name: id.Name, Namespace: id.Namespace}
+			p = &kubetypes.Pod{ID: id.UID, Name: id.Name, Namespace: id.Namespace}
 			pods[id.UID] = p
 		}
 		return p
@@ -91,7 +92,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
 			continue
 		}
 		p := get(id)
-		p.Sandboxes = append(p.Sandboxes, &Container{
+		p.Sandboxes = append(p.Sandboxes, &kubetypes.Container{
 			ID: sb.GetId(), Name: sb.GetMetadata().GetName(), State: sandboxState(sb.GetState()), CreatedAt: sb.GetCreatedAt(),
 		})
 		if sb.GetCreatedAt() > p.CreatedAt {
@@ -111,7 +112,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
 		}
 		info := containerInfoFromAnnotations(c.GetAnnotations())
 		p := get(id)
-		p.Containers = append(p.Containers, &Container{
+		p.Containers = append(p.Containers, &kubetypes.Container{
 			ID:          c.GetId(),
 			Name:        containerName(c.GetLabels(), c.GetMetadata()),
 			Image:       c.GetImage().GetImage(),
@@ -124,8 +125,8 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
 			GracePeriod: info.GracePeriod,
 		})
 	}
-	out := make([]*Pod, 0, len(pods))
-	newestFirst := func(a, b *Container) int {
+	out := make([]*kubetypes.Pod, 0, len(pods))
+	newestFirst := func(a, b *kubetypes.Container) int {
 		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(a.ID, b.ID))
 	}
 	for _, p := range pods {
@@ -133,7 +134,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
 		slices.SortFunc(p.Containers, newestFirst)
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b *Pod) int {
+	slices.SortFunc(out, func(a, b *kubetypes.Pod) int {
 		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
@@ -143,8 +144,8 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
 // container instance carrying its UID, newest first. Objects that vanish
 // between the list and the status call are skipped. IPs come from the
 // newest ready sandbox.
-func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
-	ps := &PodStatus{ID: uid, Name: name, Namespace: namespace}
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubetypes.PodStatus, error) {
+	ps := &kubetypes.PodStatus{ID: uid, Name: name, Namespace: namespace}
 	if uid == "" {
 		return ps, nil
 	}
@@ -178,7 +179,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 			return nil, err
 		}
 	}
-	ps.settle()
+	settleStatus(ps)
 	return ps, nil
 }
 
@@ -192,17 +193,17 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 // made it), and a nil before says nothing of what exists: both read as
 // GetPodStatus. An object made behind the agent's back is missing from
 // the result; the PLEG's next relist lists it and reads the pod again.
-func (m *Manager) GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *PodStatus, res SyncResult) (*PodStatus, error) {
+func (m *Manager) GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *kubetypes.PodStatus, res kubetypes.SyncResult) (*kubetypes.PodStatus, error) {
 	if before == nil || pod.UID == "" || before.ID != pod.UID || res.Err() != nil {
 		return m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	}
-	ps := &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	ps := &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	var made []string
 	for _, s := range res.Steps {
 		if s.ID == "" {
 			continue
 		}
-		if s.Action == ActionCreateSandbox {
+		if s.Action == kubetypes.ActionCreateSandbox {
 			if err := m.readSandbox(ctx, ps, s.ID); err != nil {
 				return nil, err
 			}
@@ -225,13 +226,13 @@ func (m *Manager) GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before
 			return nil, err
 		}
 	}
-	ps.settle()
+	settleStatus(ps)
 	return ps, nil
 }
 
 // readSandbox appends the status of sandbox id to ps; a sandbox gone (or
 // without a status) is skipped.
-func (m *Manager) readSandbox(ctx context.Context, ps *PodStatus, id string) error {
+func (m *Manager) readSandbox(ctx context.Context, ps *kubetypes.PodStatus, id string) error {
 	cctx, cancel := m.callCtx(ctx)
 	resp, err := m.cfg.Runtime.PodSandboxStatus(cctx, id, false)
 	cancel()
@@ -251,7 +252,7 @@ func (m *Manager) readSandbox(ctx context.Context, ps *PodStatus, id string) err
 // entry in a listing, if there is one (its labels and annotations stand in
 // for a status without them). A container gone (or without a status) is
 // skipped.
-func (m *Manager) readContainer(ctx context.Context, ps *PodStatus, listed *runtimeapi.Container, id string) error {
+func (m *Manager) readContainer(ctx context.Context, ps *kubetypes.PodStatus, listed *runtimeapi.Container, id string) error {
 	cctx, cancel := m.callCtx(ctx)
 	resp, err := m.cfg.Runtime.ContainerStatus(cctx, id, false)
 	cancel()
@@ -270,37 +271,12 @@ func (m *Manager) readContainer(ctx context.Context, ps *PodStatus, listed *runt
 	if cs.ID == "" {
 		cs.ID = id
 	}
-	if cs.State == ContainerStateExited && cs.Message == "" {
+	if cs.State == kubetypes.ContainerStateExited && cs.Message == "" {
 		labels, annotations := containerMeta(listed, s)
 		cs.Message = m.terminationMessage(s, containerInfoFromAnnotations(annotations), labels)
 	}
 	ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
 	return nil
-}
-
-// settle orders a status read object by object (newest first) and takes
-// the IPs from the newest ready sandbox.
-func (ps *PodStatus) settle() {
-	slices.SortStableFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
-		return cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt())
-	})
-	for _, sb := range ps.SandboxStatuses {
-		if sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
-			continue
-		}
-		if ip := sb.GetNetwork().GetIp(); ip != "" {
-			ps.IPs = append(ps.IPs, ip)
-			for _, extra := range sb.GetNetwork().GetAdditionalIps() {
-				if extra.GetIp() != "" {
-					ps.IPs = append(ps.IPs, extra.GetIp())
-				}
-			}
-		}
-		break
-	}
-	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount))
-	})
 }
 
 func nsTime(ns int64) time.Time {
@@ -324,14 +300,14 @@ func containerMeta(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) (labe
 	return labels, annotations
 }
 
-func toContainerStatus(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) *ContainerStatus {
+func toContainerStatus(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) *kubetypes.ContainerStatus {
 	labels, annotations := containerMeta(c, s)
 	info := containerInfoFromAnnotations(annotations)
 	id := s.GetId()
 	if id == "" {
 		id = c.GetId()
 	}
-	return &ContainerStatus{
+	return &kubetypes.ContainerStatus{
 		ID:           id,
 		Name:         containerName(labels, s.GetMetadata()),
 		State:        containerState(s.GetState()),
@@ -351,4 +327,29 @@ func toContainerStatus(c *runtimeapi.Container, s *runtimeapi.ContainerStatus) *
 		GracePeriod:  info.GracePeriod,
 		LogPath:      s.GetLogPath(),
 	}
+}
+
+// settleStatus orders a status read object by object (newest first) and takes
+// the IPs from the newest ready sandbox.
+func settleStatus(ps *kubetypes.PodStatus) {
+	slices.SortStableFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
+		return cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt())
+	})
+	for _, sb := range ps.SandboxStatuses {
+		if sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		if ip := sb.GetNetwork().GetIp(); ip != "" {
+			ps.IPs = append(ps.IPs, ip)
+			for _, extra := range sb.GetNetwork().GetAdditionalIps() {
+				if extra.GetIp() != "" {
+					ps.IPs = append(ps.IPs, extra.GetIp())
+				}
+			}
+		}
+		break
+	}
+	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *kubetypes.ContainerStatus) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount))
+	})
 }

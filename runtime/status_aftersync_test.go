@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -26,7 +27,7 @@ func listCalls(cri *stubCRI) int {
 // afterSync reads the pod after res both ways and checks they agree and
 // that the read after the sync listed nothing; calls is how many CRI calls
 // that read made.
-func afterSync(t *testing.T, m *Manager, cri *stubCRI, before *PodStatus, res SyncResult) (st *PodStatus, calls int) {
+func afterSync(t *testing.T, m *Manager, cri *stubCRI, before *kubetypes.PodStatus, res kubetypes.SyncResult) (st *kubetypes.PodStatus, calls int) {
 	t.Helper()
 	ctx := context.Background()
 	pod := simplePod("a", "img:1", "img:1")
@@ -53,7 +54,7 @@ func TestGetPodStatusAfterSyncReadsWhatTheSyncKnew(t *testing.T) {
 	m, cri, clk := newTestManager(t, nil)
 	ctx := context.Background()
 	pod := simplePod("a", "img:1", "img:1")
-	empty := &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	empty := &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 
 	// First sync: a new sandbox and two containers, known only from the steps.
 	res := m.SyncPod(ctx, pod, empty, nil)
@@ -84,7 +85,7 @@ func TestGetPodStatusAfterSyncReadsWhatTheSyncKnew(t *testing.T) {
 		t.Fatalf("restart: steps %+v, err %v", res.Steps, err)
 	}
 	st, _ = afterSync(t, m, cri, before, res)
-	if len(st.ContainerStatuses) != 3 || st.FindContainerStatusByName("c0").State != ContainerStateRunning {
+	if len(st.ContainerStatuses) != 3 || st.FindContainerStatusByName("c0").State != kubetypes.ContainerStateRunning {
 		t.Fatalf("status after the restart: %+v", st.ContainerStatuses)
 	}
 
@@ -119,7 +120,7 @@ func TestGetPodStatusAfterSyncListsAfterAFailedStep(t *testing.T) {
 	m.builder = &stubBuilder{}
 	ctx := context.Background()
 	pod := simplePod("a", "img:1")
-	empty := &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	empty := &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	res := m.SyncPod(ctx, pod, empty, nil)
 	if res.Err() == nil {
 		t.Fatal("CreateContainer failed, but the sync did not")
@@ -132,7 +133,7 @@ func TestGetPodStatusAfterSyncListsAfterAFailedStep(t *testing.T) {
 	if listCalls(cri) != 2 {
 		t.Fatalf("after a failed step the pod must be listed: calls %v", cri.calls)
 	}
-	if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].State != ContainerStateCreated {
+	if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].State != kubetypes.ContainerStateCreated {
 		t.Fatalf("the container the failed call made is missing: %+v", st.ContainerStatuses)
 	}
 }
@@ -155,7 +156,7 @@ func TestGetPodStatusAfterSyncWithoutBeforeLists(t *testing.T) {
 	}
 	// A status error other than NotFound is an error, not a skipped object.
 	cri.errs["ContainerStatus"] = status.Error(codes.Unavailable, "down")
-	if _, err := m.GetPodStatusAfterSync(ctx, pod, st, SyncResult{Steps: []StepResult{{Action: ActionStartContainer, ID: "x"}}}); status.Code(err) != codes.Unavailable {
+	if _, err := m.GetPodStatusAfterSync(ctx, pod, st, kubetypes.SyncResult{Steps: []kubetypes.StepResult{{Action: kubetypes.ActionStartContainer, ID: "x"}}}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("err %v, want the runtime's Unavailable", err)
 	}
 }

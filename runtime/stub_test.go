@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -309,8 +310,8 @@ func (b *stubBuilder) pullAuths(string, []v1.Secret) ([]*runtimeapi.AuthConfig, 
 
 // stubProbes holds probe results per container id.
 type stubProbes struct {
-	liveness, startup map[string]ProbeResult
+	liveness, startup map[string]kubetypes.ProbeResult
 }
 
-func (p *stubProbes) Liveness(id string) ProbeResult { return p.liveness[id] }
-func (p *stubProbes) Startup(id string) ProbeResult  { return p.startup[id] }
+func (p *stubProbes) Liveness(id string) kubetypes.ProbeResult { return p.liveness[id] }
+func (p *stubProbes) Startup(id string) kubetypes.ProbeResult  { return p.startup[id] }

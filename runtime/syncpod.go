@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -19,14 +20,14 @@ import (
 // exists); pullSecrets are the pod's imagePullSecrets, already fetched.
 // Every step is recorded in the result; failures never panic: an invalid pod
 // gives one ActionSyncPod step wrapping ErrInvalidPod.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, pullSecrets []v1.Secret) SyncResult {
-	var res SyncResult
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubetypes.PodStatus, pullSecrets []v1.Secret) kubetypes.SyncResult {
+	var res kubetypes.SyncResult
 	if err := validatePod(pod); err != nil {
-		res.add(StepResult{Action: ActionSyncPod, Target: podTarget(pod), Err: err, Message: err.Error()})
+		res.Add(kubetypes.StepResult{Action: kubetypes.ActionSyncPod, Target: podTarget(pod), Err: err, Message: err.Error()})
 		return res
 	}
 	if status == nil {
-		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		status = &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	actions := m.ComputePodActions(pod, status)
 	log := m.log.With(zap.String("pod", podTarget(pod)), zap.String("uid", string(pod.UID)))
@@ -37,9 +38,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 	if actions.KillPod {
 		from := len(res.Steps)
 		for _, s := range m.killPod(ctx, pod, status.RunningPod(), nil, status.IPs) {
-			res.add(s)
+			res.Add(s)
 		}
-		if res.failedSince(from) {
+		if res.FailedSince(from) {
 			return res
 		}
 		if actions.CreateSandbox {
@@ -53,7 +54,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 				recorded = cs.GracePeriod
 			}
 			err := m.killContainer(ctx, pod, k.ID, k.Name, recorded, nil, k.Reason, k.Message, status.IPs, nil)
-			res.add(StepResult{Action: ActionKillContainer, Target: k.Name, Err: err, Message: k.Message})
+			res.Add(kubetypes.StepResult{Action: kubetypes.ActionKillContainer, Target: k.Name, Err: err, Message: k.Message})
 			if err != nil {
 				return res
 			}
@@ -78,12 +79,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 		var err error
 		sandboxCfg, err = m.builder.sandboxConfig(ctx, pod, actions.Attempt)
 		if err != nil {
-			res.add(StepResult{Action: ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
+			res.Add(kubetypes.StepResult{Action: kubetypes.ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
 			return res
 		}
 		handler, err := m.builder.runtimeHandler(ctx, pod)
 		if err != nil {
-			res.add(StepResult{Action: ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
+			res.Add(kubetypes.StepResult{Action: kubetypes.ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
 			return res
 		}
 		cctx, cancel := m.callCtx(ctx)
@@ -91,7 +92,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrCreateSandbox, err)
-			res.add(StepResult{Action: ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
+			res.Add(kubetypes.StepResult{Action: kubetypes.ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
 			return res
 		}
 		// A pod on the pod network needs its new IPs (for the containers'
@@ -106,7 +107,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 			}
 			if err != nil {
 				err = fmt.Errorf("%w: status of new sandbox %s: %w", ErrCreateSandbox, sandboxID, err)
-				res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID, Err: err, Message: err.Error()})
+				res.Add(kubetypes.StepResult{Action: kubetypes.ActionCreateSandbox, Target: sandboxID, Err: err, Message: err.Error()})
 				return res
 			}
 			podIPs = nil
@@ -119,12 +120,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 				}
 			}
 		}
-		res.add(StepResult{Action: ActionCreateSandbox, Target: sandboxID, ID: sandboxID})
+		res.Add(kubetypes.StepResult{Action: kubetypes.ActionCreateSandbox, Target: sandboxID, ID: sandboxID})
 	} else {
 		var err error
 		sandboxCfg, err = m.builder.sandboxConfig(ctx, pod, actions.Attempt)
 		if err != nil {
-			res.add(StepResult{Action: ActionSyncPod, Target: podTarget(pod), Err: err, Message: err.Error()})
+			res.Add(kubetypes.StepResult{Action: kubetypes.ActionSyncPod, Target: podTarget(pod), Err: err, Message: err.Error()})
 			return res
 		}
 	}
@@ -149,7 +150,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 
 type startContext struct {
 	pod        *v1.Pod
-	status     *PodStatus
+	status     *kubetypes.PodStatus
 	secrets    []v1.Secret
 	sandboxID  string
 	sandboxCfg *runtimeapi.PodSandboxConfig
@@ -158,7 +159,7 @@ type startContext struct {
 	images map[string]string
 }
 
-func findStatusByID(s *PodStatus, id string) *ContainerStatus {
+func findStatusByID(s *kubetypes.PodStatus, id string) *kubetypes.ContainerStatus {
 	for _, cs := range s.ContainerStatuses {
 		if cs.ID == id {
 			return cs
@@ -170,14 +171,14 @@ func findStatusByID(s *PodStatus, id string) *ContainerStatus {
 // startContainer runs one container: back-off check, image, config,
 // create, start, postStart hook. The step and the waiting reason are
 // recorded; the error is returned.
-func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Container, typ string, res *SyncResult) error {
+func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Container, typ string, res *kubetypes.SyncResult) error {
 	pod := sc.pod
-	step := StepResult{Action: ActionStartContainer, Target: c.Name}
+	step := kubetypes.StepResult{Action: kubetypes.ActionStartContainer, Target: c.Name}
 	fail := func(err error) error {
 		step.Err = err
 		step.Reason = reasonFor(err)
 		step.Message = err.Error()
-		res.add(step)
+		res.Add(step)
 		if step.Reason != "" {
 			m.reasons.set(pod.UID, c.Name, step.Reason, step.Message)
 		}
@@ -185,9 +186,9 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 	}
 
 	// Crash-loop back-off, counted from when the last instance finished.
-	var last *ContainerStatus
+	var last *kubetypes.ContainerStatus
 	for _, cs := range sc.status.ContainerStatuses {
-		if cs.Name == c.Name && cs.State == ContainerStateExited {
+		if cs.Name == c.Name && cs.State == kubetypes.ContainerStateExited {
 			last = cs
 			break
 		}
@@ -254,13 +255,13 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 	}
 	m.reasons.clear(pod.UID, c.Name)
 	step.Message = id
-	res.add(step)
+	res.Add(step)
 	return nil
 }
 
 // purgeInitContainers removes every instance of the init containers before
 // a new sandbox starts initialization again.
-func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, res *SyncResult) {
+func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, status *kubetypes.PodStatus, res *kubetypes.SyncResult) {
 	if len(pod.Spec.InitContainers) == 0 {
 		return
 	}
@@ -277,7 +278,7 @@ func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, status *
 
 // pruneInitContainers keeps only the newest exited (or unknown) instance
 // of each init container.
-func (m *Manager) pruneInitContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, res *SyncResult) {
+func (m *Manager) pruneInitContainers(ctx context.Context, pod *v1.Pod, status *kubetypes.PodStatus, res *kubetypes.SyncResult) {
 	if len(pod.Spec.InitContainers) == 0 {
 		return
 	}
@@ -285,7 +286,7 @@ func (m *Manager) pruneInitContainers(ctx context.Context, pod *v1.Pod, status *
 		name := pod.Spec.InitContainers[i].Name
 		seen := 0
 		for _, cs := range status.ContainerStatuses {
-			if cs.Name != name || (cs.State != ContainerStateExited && cs.State != ContainerStateUnknown) {
+			if cs.Name != name || (cs.State != kubetypes.ContainerStateExited && cs.State != kubetypes.ContainerStateUnknown) {
 				continue
 			}
 			seen++
@@ -296,7 +297,7 @@ func (m *Manager) pruneInitContainers(ctx context.Context, pod *v1.Pod, status *
 	}
 }
 
-func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, res *SyncResult) {
+func (m *Manager) removeContainer(ctx context.Context, cs *kubetypes.ContainerStatus, res *kubetypes.SyncResult) {
 	cctx, cancel := m.callCtx(ctx)
 	err := m.cfg.Runtime.RemoveContainer(cctx, cs.ID)
 	cancel()
@@ -308,7 +309,7 @@ func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, res 
 		m.log.Info("remove container failed", zap.Error(err))
 	}
 	if res != nil {
-		res.add(StepResult{Action: ActionRemoveContainer, Target: cs.Name, Err: err, Message: cs.ID})
+		res.Add(kubetypes.StepResult{Action: kubetypes.ActionRemoveContainer, Target: cs.Name, Err: err, Message: cs.ID})
 	}
 }
 
@@ -318,7 +319,7 @@ func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, res 
 // churn); each container gets its ErrImageNeverPull step and reason.
 // present maps the images it found present to their references, for
 // ensureImage to use in this round instead of asking again.
-func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions PodActions, res *SyncResult) (blocked bool, present map[string]string) {
+func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions PodActions, res *kubetypes.SyncResult) (blocked bool, present map[string]string) {
 	var toStart []*v1.Container
 	for _, i := range actions.InitContainersToStart {
 		toStart = append(toStart, &pod.Spec.InitContainers[i])
@@ -359,8 +360,8 @@ func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions
 		return false, present // some image is present: that container can start
 	}
 	for i, c := range toStart {
-		step := StepResult{Action: ActionStartContainer, Target: c.Name, Err: errs[i], Reason: ReasonErrImageNeverPull, Message: errs[i].Error()}
-		res.add(step)
+		step := kubetypes.StepResult{Action: kubetypes.ActionStartContainer, Target: c.Name, Err: errs[i], Reason: ReasonErrImageNeverPull, Message: errs[i].Error()}
+		res.Add(step)
 		m.reasons.set(pod.UID, c.Name, step.Reason, step.Message)
 	}
 	return true, nil

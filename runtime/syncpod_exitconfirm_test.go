@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
@@ -15,15 +16,15 @@ import (
 // eventExited returns st with the pod's one container exited as the
 // runtime's events report it (pleg.ContainerExited) while the CRI may still
 // list it running.
-func eventExited(t *testing.T, st *PodStatus, at time.Time) (*PodStatus, string) {
+func eventExited(t *testing.T, st *kubetypes.PodStatus, at time.Time) (*kubetypes.PodStatus, string) {
 	t.Helper()
-	if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].State != ContainerStateRunning {
+	if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].State != kubetypes.ContainerStateRunning {
 		t.Fatalf("want one running container, got %+v", st.ContainerStatuses)
 	}
 	cp := *st
 	c := *st.ContainerStatuses[0]
-	c.State, c.ExitCode, c.FinishedAt, c.Reason, c.ExitUnconfirmed = ContainerStateExited, 0, at, "Completed", true
-	cp.ContainerStatuses = []*ContainerStatus{&c}
+	c.State, c.ExitCode, c.FinishedAt, c.Reason, c.ExitUnconfirmed = kubetypes.ContainerStateExited, 0, at, "Completed", true
+	cp.ContainerStatuses = []*kubetypes.ContainerStatus{&c}
 	return &cp, c.ID
 }
 
@@ -48,8 +49,8 @@ func (s *stubCRI) count(method string) int {
 // syncStepping runs SyncPod in a goroutine and steps the fake clock by step
 // each time SyncPod waits on it; before each step, beforeStep (if set) is
 // called with the number of steps taken so far.
-func syncStepping(clk *testclock.FakeClock, pod func() SyncResult, step time.Duration, beforeStep func(int)) SyncResult {
-	done := make(chan SyncResult, 1)
+func syncStepping(clk *testclock.FakeClock, pod func() kubetypes.SyncResult, step time.Duration, beforeStep func(int)) kubetypes.SyncResult {
+	done := make(chan kubetypes.SyncResult, 1)
 	go func() { done <- pod() }()
 	for n := 0; ; {
 		select {
@@ -77,7 +78,7 @@ type exitTest struct {
 	cri *stubCRI
 	clk *testclock.FakeClock
 	pod *v1.Pod
-	st  *PodStatus
+	st  *kubetypes.PodStatus
 	old string // the exited container's id
 }
 
@@ -97,7 +98,9 @@ func newExitTest(t *testing.T, uid string) *exitTest {
 	return &exitTest{m: m, cri: cri, clk: clk, pod: pod, st: st, old: old}
 }
 
-func (x *exitTest) sync(ctx context.Context) SyncResult { return x.m.SyncPod(ctx, x.pod, x.st, nil) }
+func (x *exitTest) sync(ctx context.Context) kubetypes.SyncResult {
+	return x.m.SyncPod(ctx, x.pod, x.st, nil)
+}
 
 func TestSyncPodExitUnconfirmedConfirmedAtOnce(t *testing.T) {
 	x := newExitTest(t, "ev")
@@ -119,7 +122,7 @@ func TestSyncPodExitUnconfirmedWaitsForTheCRI(t *testing.T) {
 	x := newExitTest(t, "lag")
 	ctx := context.Background()
 	createdEarly := false
-	res := syncStepping(x.clk, func() SyncResult { return x.sync(ctx) }, 10*time.Millisecond, func(n int) {
+	res := syncStepping(x.clk, func() kubetypes.SyncResult { return x.sync(ctx) }, 10*time.Millisecond, func(n int) {
 		if x.cri.count("CreateContainer") > 0 {
 			createdEarly = true
 		}
@@ -154,7 +157,7 @@ func TestSyncPodExitUnconfirmedGivesUpWithBackoff(t *testing.T) {
 	x := newExitTest(t, "stuck")
 	ctx := context.Background()
 	start := x.clk.Now()
-	res := syncStepping(x.clk, func() SyncResult { return x.sync(ctx) }, 50*time.Millisecond, nil)
+	res := syncStepping(x.clk, func() kubetypes.SyncResult { return x.sync(ctx) }, 50*time.Millisecond, nil)
 	err := res.Err()
 	if !errors.Is(err, ErrExitUnconfirmed) {
 		t.Fatalf("err = %v, want ErrExitUnconfirmed", err)
@@ -209,9 +212,9 @@ func TestSyncPodExitUnconfirmedStatusError(t *testing.T) {
 func TestSyncPodExitUnconfirmedContextCancelled(t *testing.T) {
 	x := newExitTest(t, "cancel")
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan SyncResult, 1)
+	done := make(chan kubetypes.SyncResult, 1)
 	go func() { done <- x.sync(ctx) }()
-	var res SyncResult
+	var res kubetypes.SyncResult
 wait:
 	for {
 		select {

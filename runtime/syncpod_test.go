@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -27,7 +28,7 @@ func simplePod(uid string, images ...string) *v1.Pod {
 	return p
 }
 
-func syncAndStatus(t *testing.T, m *Manager, pod *v1.Pod) (SyncResult, *PodStatus) {
+func syncAndStatus(t *testing.T, m *Manager, pod *v1.Pod) (kubetypes.SyncResult, *kubetypes.PodStatus) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
@@ -57,7 +58,7 @@ func TestSyncPodStartsNewPodThenIsNoOp(t *testing.T) {
 		t.Fatalf("status after start: %d sandboxes, %d containers, IPs %v", len(st.SandboxStatuses), len(st.ContainerStatuses), st.IPs)
 	}
 	for _, cs := range st.ContainerStatuses {
-		if cs.State != ContainerStateRunning || cs.Hash != HashContainer(containerSpec(pod, cs.Name)) || cs.Type != ContainerTypeRegular {
+		if cs.State != kubetypes.ContainerStateRunning || cs.Hash != HashContainer(containerSpec(pod, cs.Name)) || cs.Type != ContainerTypeRegular {
 			t.Fatalf("container %+v", cs)
 		}
 	}
@@ -253,7 +254,7 @@ func TestSyncPodStartFailures(t *testing.T) {
 		m, cri, _ := newTestManager(t, nil)
 		cri.errs["RunPodSandbox"] = errors.New("no cni")
 		res := m.SyncPod(context.Background(), simplePod("sb", "img:1"), nil, nil)
-		if !errors.Is(res.Err(), ErrCreateSandbox) || len(res.Steps) != 1 || res.Steps[0].Action != ActionCreateSandbox {
+		if !errors.Is(res.Err(), ErrCreateSandbox) || len(res.Steps) != 1 || res.Steps[0].Action != kubetypes.ActionCreateSandbox {
 			t.Fatalf("%+v", res)
 		}
 	})
@@ -307,7 +308,7 @@ func TestSyncPodInitContainersOneAtATime(t *testing.T) {
 			t.Fatal(res.Err())
 		}
 		for _, s := range res.Steps {
-			if s.Action == ActionStartContainer {
+			if s.Action == kubetypes.ActionStartContainer {
 				order = append(order, s.Target)
 			}
 		}
@@ -372,7 +373,7 @@ func TestKillPodGraceAndOrder(t *testing.T) {
 
 func TestKillPodAlreadyGoneIsFine(t *testing.T) {
 	m, _, _ := newTestManager(t, nil)
-	running := &Pod{ID: "gone", Containers: []*Container{{ID: "nope", Name: "x", State: ContainerStateRunning}}, Sandboxes: []*Container{{ID: "nosb"}}}
+	running := &kubetypes.Pod{ID: "gone", Containers: []*kubetypes.Container{{ID: "nope", Name: "x", State: kubetypes.ContainerStateRunning}}, Sandboxes: []*kubetypes.Container{{ID: "nosb"}}}
 	if err := m.KillPod(context.Background(), nil, running, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func TestGarbageCollect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m.GarbageCollect(context.Background(), GCPolicy{}, true); err != nil {
+	if err := m.GarbageCollect(context.Background(), kubetypes.GCPolicy{}, true); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
@@ -455,7 +456,7 @@ func TestGarbageCollect(t *testing.T) {
 	}
 	cri.mu.Unlock()
 	m.cfg.PodState = allRemovable{}
-	if err := m.GarbageCollect(context.Background(), GCPolicy{}, true); err != nil {
+	if err := m.GarbageCollect(context.Background(), kubetypes.GCPolicy{}, true); err != nil {
 		t.Fatal(err)
 	}
 	cri.mu.Lock()
@@ -490,7 +491,7 @@ func TestSyncPodFirstSyncCalls(t *testing.T) {
 			pod.Spec.Containers[i].ImagePullPolicy = v1.PullNever
 		}
 		cri.resetCalls()
-		res := m.SyncPod(context.Background(), pod, &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, nil)
+		res := m.SyncPod(context.Background(), pod, &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, nil)
 		if err := res.Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
@@ -71,7 +72,7 @@ func exitedMessage(t *testing.T, m *runtime.Manager) string {
 	if err != nil || len(ps.ContainerStatuses) != 1 {
 		t.Fatalf("status %+v, %v", ps, err)
 	}
-	if ps.ContainerStatuses[0].State != runtime.ContainerStateExited {
+	if ps.ContainerStatuses[0].State != kubetypes.ContainerStateExited {
 		t.Fatalf("container state %s", ps.ContainerStatuses[0].State)
 	}
 	return ps.ContainerStatuses[0].Message

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Status reason and message of a pod past its activeDeadlineSeconds (the
@@ -35,7 +35,7 @@ type agent struct {
 	probes      ProbeHooks
 	pullSecrets func(ctx context.Context, pod *v1.Pod) ([]v1.Secret, error)
 	relist      func(types.UID)
-	observe     func(types.UID, *runtime.PodStatus)
+	observe     func(types.UID, *kubetypes.PodStatus)
 	hold        func(types.UID)
 	release     func(types.UID)
 	dirs        podDirs
@@ -59,7 +59,7 @@ func (e *retryError) BackoffUntil() time.Time { return e.until }
 // generate computes the pod's API status from rs, starting from the status
 // manager's (or the API's) status; a terminal phase already recorded is kept
 // with its reason and message.
-func (a *agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.PodStatus {
+func (a *agent) generate(pod *v1.Pod, rs *kubetypes.PodStatus, terminal bool) v1.PodStatus {
 	old, ok := a.status.GetPodStatus(pod.UID)
 	if !ok {
 		old = pod.Status
@@ -118,9 +118,9 @@ func (a *agent) changing(ctx context.Context, uid types.UID, change func()) {
 // the pod from it without reading it again. Without a PLEG to hand it to,
 // or if the read fails, it asks for the pod to be relisted. After a sync
 // (res not nil), a runtime that can reads only what rs and res name.
-func (a *agent) readChanged(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, res *runtime.SyncResult) (*runtime.PodStatus, error) {
+func (a *agent) readChanged(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus, res *kubetypes.SyncResult) (*kubetypes.PodStatus, error) {
 	readAt := a.clock.Now()
-	var fresh *runtime.PodStatus
+	var fresh *kubetypes.PodStatus
 	var err error
 	if r, ok := a.rt.(afterSyncReader); ok && res != nil {
 		fresh, err = r.GetPodStatusAfterSync(ctx, pod, rs, *res)
@@ -130,7 +130,7 @@ func (a *agent) readChanged(ctx context.Context, pod *v1.Pod, rs *runtime.PodSta
 	if err != nil || fresh == nil || a.observe == nil {
 		a.requestRelist(pod.UID)
 		if err == nil && fresh == nil {
-			fresh = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+			fresh = &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 		}
 		return fresh, err
 	}
@@ -150,7 +150,7 @@ func (a *agent) requestRelist(uid types.UID) {
 // deadline, which makes it Failed) is not set up: isTerminal is true.
 // A pod that needs the pod network waits (a BackoffError of about 1s) while
 // the network is not ready.
-func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *runtime.PodStatus) (bool, error) {
+func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *kubetypes.PodStatus) (bool, error) {
 	log := a.log.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)))
 	st := a.generate(pod, rs, false)
 	if !statusIsTerminalPhase(st.Phase) && a.pastActiveDeadline(pod, a.clock.Now()) {
@@ -184,7 +184,7 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 		}
 		secrets = s
 	}
-	var res runtime.SyncResult
+	var res kubetypes.SyncResult
 	a.changing(ctx, pod.UID, func() { res = a.rt.SyncPod(ctx, pod, rs, secrets) })
 	if len(res.Steps) == 0 && rs != nil && !rs.TimeStamp.IsZero() {
 		// The runtime did nothing: any status newer than the one this
@@ -223,7 +223,7 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *r
 // SyncTerminatingPod stops the pod's liveness and startup probes, kills its
 // containers and sandboxes within gracePeriod, checks that nothing of it
 // runs any more, and records the status (amended by podStatusFn).
-func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, gracePeriod *int64, podStatusFn func(*v1.PodStatus)) error {
+func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus, gracePeriod *int64, podStatusFn func(*v1.PodStatus)) error {
 	a.probes.StopLivenessAndStartup(pod)
 	st := a.generate(pod, rs, true)
 	if podStatusFn != nil {
@@ -231,7 +231,7 @@ func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 	}
 	a.status.SetPodStatus(pod, st)
 
-	var running *runtime.Pod
+	var running *kubetypes.Pod
 	if rs != nil {
 		running = rs.RunningPod()
 	}
@@ -249,7 +249,7 @@ func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 	}
 	var still []string
 	for _, cs := range fresh.ContainerStatuses {
-		if cs.State == runtime.ContainerStateRunning {
+		if cs.State == kubetypes.ContainerStateRunning {
 			still = append(still, cs.Name)
 		}
 	}
@@ -266,7 +266,7 @@ func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 
 // SyncTerminatingRuntimePod kills a pod only the runtime knows, with a
 // grace of 1s (as the kubelet does for orphans).
-func (a *agent) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) error {
+func (a *agent) SyncTerminatingRuntimePod(ctx context.Context, rp *kubetypes.Pod) error {
 	one := int64(1)
 	var err error
 	a.changing(ctx, rp.ID, func() { err = a.rt.KillPod(ctx, nil, rp, &one) })
@@ -279,7 +279,7 @@ func (a *agent) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) 
 
 // SyncTerminatedPod records the stopped pod's status, waits for its
 // volumes to be unmounted, removes its cgroup and marks its status final.
-func (a *agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
+func (a *agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus) error {
 	a.status.SetPodStatus(pod, a.generate(pod, rs, true))
 	if err := a.volumes.WaitForUnmount(ctx, pod); err != nil {
 		return fmt.Errorf("%w: unmounting volumes of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // ltHooks records the pod hooks in order.
@@ -81,7 +81,7 @@ func TestAgentLifecycleHooks(t *testing.T) {
 	}
 
 	// A container still running after the kill is an error.
-	stub.statuses["1"] = &runtime.PodStatus{ID: "1", ContainerStatuses: []*runtime.ContainerStatus{{ID: "c", Name: "app", State: runtime.ContainerStateRunning}}}
+	stub.statuses["1"] = &kubetypes.PodStatus{ID: "1", ContainerStatuses: []*kubetypes.ContainerStatus{{ID: "c", Name: "app", State: kubetypes.ContainerStateRunning}}}
 	grace := int64(3)
 	if err := a.SyncTerminatingPod(ctx, pod, nil, &grace, nil); !errors.Is(err, ErrPodStillRunning) {
 		t.Fatalf("SyncTerminatingPod with a survivor: %v", err)
@@ -115,7 +115,7 @@ func TestAgentLifecycleHooks(t *testing.T) {
 	if _, err := a.SyncPod(ctx, SyncPodSync, ltPod("2", "db", 1), nil, nil); !errors.Is(err, ErrHook) {
 		t.Fatalf("failed cgroup: %v", err)
 	}
-	if err := a.SyncTerminatingRuntimePod(ctx, &runtime.Pod{ID: "orphan"}); err != nil || stub.killed("orphan") != 1 {
+	if err := a.SyncTerminatingRuntimePod(ctx, &kubetypes.Pod{ID: "orphan"}); err != nil || stub.killed("orphan") != 1 {
 		t.Fatalf("orphan kill: %v", err)
 	}
 }
@@ -151,13 +151,13 @@ func TestAgentActiveDeadline(t *testing.T) {
 // asking it to read the pod again; without ObservePodStatus it asks.
 func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 	var mu sync.Mutex
-	var observed []*runtime.PodStatus
+	var observed []*kubetypes.PodStatus
 	var relists, order []string
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	var stub *ltStub
 	l, stub, _ := ltStubLoop(t, clk, func(c *Config) {
 		c.Root = t.TempDir()
-		c.ObservePodStatus = func(uid types.UID, st *runtime.PodStatus) {
+		c.ObservePodStatus = func(uid types.UID, st *kubetypes.PodStatus) {
 			mu.Lock()
 			defer mu.Unlock()
 			observed = append(observed, st)
@@ -229,15 +229,15 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 // the sync knew (as *runtime.Manager can).
 type afterSyncStub struct {
 	*ltStub
-	before []*runtime.PodStatus
-	res    []runtime.SyncResult
+	before []*kubetypes.PodStatus
+	res    []kubetypes.SyncResult
 }
 
-func (a *afterSyncStub) GetPodStatusAfterSync(_ context.Context, pod *v1.Pod, before *runtime.PodStatus, res runtime.SyncResult) (*runtime.PodStatus, error) {
+func (a *afterSyncStub) GetPodStatusAfterSync(_ context.Context, pod *v1.Pod, before *kubetypes.PodStatus, res kubetypes.SyncResult) (*kubetypes.PodStatus, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.before, a.res = append(a.before, before), append(a.res, res)
-	return &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, nil
+	return &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, nil
 }
 
 // After a sync that changed the pod, a runtime that can read the pod from
@@ -251,11 +251,11 @@ func TestAgentReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
 		c.Root = t.TempDir()
 		rt = &afterSyncStub{ltStub: c.Runtime.(*ltStub)}
 		c.Runtime = rt
-		c.ObservePodStatus = func(types.UID, *runtime.PodStatus) { observed++ }
+		c.ObservePodStatus = func(types.UID, *kubetypes.PodStatus) { observed++ }
 	})
 	stub.started = true
 	pod := ltPod("1", "web", 0)
-	used := &runtime.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Second)}
+	used := &kubetypes.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Second)}
 	if _, err := l.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, used); err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestAgentMarksRuntimeSynced(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	l, stub, _ := ltStubLoop(t, clk, func(c *Config) { c.Root = t.TempDir() })
 	pod := ltPod("1", "web", 0)
-	used := &runtime.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Minute)}
+	used := &kubetypes.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Minute)}
 
 	mark := &syncMark{}
 	ctx := context.WithValue(t.Context(), syncMarkKey{}, mark)

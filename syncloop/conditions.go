@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Reasons the agent writes into pod conditions and container states, with
@@ -277,7 +277,7 @@ func statusInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phas
 // True when the pod's newest sandbox is the only ready one, has the network
 // namespace mode the pod asks for, and (unless host-network) has an IP;
 // that is, when no new sandbox is needed.
-func statusReadyToStartContainersCondition(pod *v1.Pod, rs *runtime.PodStatus) v1.PodCondition {
+func statusReadyToStartContainersCondition(pod *v1.Pod, rs *kubetypes.PodStatus) v1.PodCondition {
 	cond := v1.PodCondition{Type: v1.PodReadyToStartContainers, ObservedGeneration: pod.Generation, Status: v1.ConditionFalse}
 	if !statusSandboxNeeded(pod, rs) {
 		cond.Status = v1.ConditionTrue
@@ -287,7 +287,7 @@ func statusReadyToStartContainersCondition(pod *v1.Pod, rs *runtime.PodStatus) v
 
 // statusSandboxNeeded reports whether the runtime would have to create a new
 // sandbox for the pod (the kubelet's PodSandboxChanged).
-func statusSandboxNeeded(pod *v1.Pod, rs *runtime.PodStatus) bool {
+func statusSandboxNeeded(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
 	if rs == nil || len(rs.SandboxStatuses) == 0 || rs.SandboxStatuses[0] == nil {
 		return true
 	}

@@ -9,29 +9,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
 // printSyncer prints what the pod workers ask of it and signals each call.
 type printSyncer struct{ calls chan string }
 
-func (s printSyncer) SyncPod(_ context.Context, ut syncloop.UpdateType, pod, _ *v1.Pod, _ *runtime.PodStatus) (bool, error) {
+func (s printSyncer) SyncPod(_ context.Context, ut syncloop.UpdateType, pod, _ *v1.Pod, _ *kubetypes.PodStatus) (bool, error) {
 	s.calls <- fmt.Sprintf("SyncPod %s %s", ut, pod.Name)
 	return false, nil
 }
 
-func (s printSyncer) SyncTerminatingPod(_ context.Context, pod *v1.Pod, _ *runtime.PodStatus, grace *int64, _ func(*v1.PodStatus)) error {
+func (s printSyncer) SyncTerminatingPod(_ context.Context, pod *v1.Pod, _ *kubetypes.PodStatus, grace *int64, _ func(*v1.PodStatus)) error {
 	s.calls <- fmt.Sprintf("SyncTerminatingPod %s grace=%ds", pod.Name, *grace)
 	return nil
 }
 
-func (s printSyncer) SyncTerminatingRuntimePod(_ context.Context, p *runtime.Pod) error {
+func (s printSyncer) SyncTerminatingRuntimePod(_ context.Context, p *kubetypes.Pod) error {
 	s.calls <- "SyncTerminatingRuntimePod " + p.Name
 	return nil
 }
 
-func (s printSyncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ *runtime.PodStatus) error {
+func (s printSyncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ *kubetypes.PodStatus) error {
 	s.calls <- "SyncTerminatedPod " + pod.Name
 	return nil
 }
@@ -39,8 +39,8 @@ func (s printSyncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ *runtim
 // emptyCache knows no runtime state: every pod has an empty status.
 type emptyCache struct{}
 
-func (emptyCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*runtime.PodStatus, error) {
-	return &runtime.PodStatus{ID: uid}, nil
+func (emptyCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*kubetypes.PodStatus, error) {
+	return &kubetypes.PodStatus{ID: uid}, nil
 }
 
 func ExamplePodWorkers() {

@@ -10,7 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -26,16 +26,16 @@ func ExampleGeneratePodStatus() {
 			Containers:     []v1.Container{{Name: "app", Image: "busybox"}},
 		},
 	}
-	rs := &runtime.PodStatus{
+	rs := &kubetypes.PodStatus{
 		ID:  pod.UID,
 		IPs: []string{"10.0.0.7"},
 		SandboxStatuses: []*runtimeapi.PodSandboxStatus{{
 			Id: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: now.Add(-time.Minute).UnixNano(),
 			Metadata: &runtimeapi.PodSandboxMetadata{}, Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.0.0.7"},
 		}},
-		ContainerStatuses: []*runtime.ContainerStatus{
-			{ID: "c2", Name: "app", State: runtime.ContainerStateRunning, CreatedAt: now.Add(-30 * time.Second), StartedAt: now.Add(-29 * time.Second)},
-			{ID: "c1", Name: "setup", State: runtime.ContainerStateExited, ExitCode: 0, Reason: "Completed", CreatedAt: now.Add(-50 * time.Second)},
+		ContainerStatuses: []*kubetypes.ContainerStatus{
+			{ID: "c2", Name: "app", State: kubetypes.ContainerStateRunning, CreatedAt: now.Add(-30 * time.Second), StartedAt: now.Add(-29 * time.Second)},
+			{ID: "c1", Name: "setup", State: kubetypes.ContainerStateExited, ExitCode: 0, Reason: "Completed", CreatedAt: now.Add(-50 * time.Second)},
 		},
 	}
 

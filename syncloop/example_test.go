@@ -10,22 +10,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
 // idleRuntime runs nothing (a real agent passes a *runtime.Manager).
 type idleRuntime struct{}
 
-func (idleRuntime) GetPods(context.Context, bool) ([]*runtime.Pod, error) { return nil, nil }
-func (idleRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
-	return &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+func (idleRuntime) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) { return nil, nil }
+func (idleRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubetypes.PodStatus, error) {
+	return &kubetypes.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
 }
-func (idleRuntime) SyncPod(context.Context, *v1.Pod, *runtime.PodStatus, []v1.Secret) runtime.SyncResult {
-	return runtime.SyncResult{}
+func (idleRuntime) SyncPod(context.Context, *v1.Pod, *kubetypes.PodStatus, []v1.Secret) kubetypes.SyncResult {
+	return kubetypes.SyncResult{}
 }
-func (idleRuntime) KillPod(context.Context, *v1.Pod, *runtime.Pod, *int64) error { return nil }
-func (idleRuntime) GarbageCollect(context.Context, runtime.GCPolicy, bool) error {
+func (idleRuntime) KillPod(context.Context, *v1.Pod, *kubetypes.Pod, *int64) error { return nil }
+func (idleRuntime) GarbageCollect(context.Context, kubetypes.GCPolicy, bool) error {
 	return nil
 }
 func (idleRuntime) Reason(types.UID, string) (string, string) { return "", "" }
@@ -34,7 +34,7 @@ func (idleRuntime) Reason(types.UID, string) (string, string) { return "", "" }
 // its pod worker, the newer is rejected with the kubelet's reason.
 func Example() {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	updates := make(chan syncloop.PodUpdate, 1)
+	updates := make(chan kubetypes.PodUpdate, 1)
 	loop, err := syncloop.New(syncloop.Config{
 		Updates: updates,
 		Runtime: idleRuntime{},
@@ -52,7 +52,7 @@ func Example() {
 			}}},
 		}
 	}
-	updates <- syncloop.PodUpdate{Op: syncloop.ADD, Source: "file", Pods: []*v1.Pod{pod("second", time.Minute), pod("first", 0)}}
+	updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Source: "file", Pods: []*v1.Pod{pod("second", time.Minute), pod("first", 0)}}
 	loop.Iterate(context.Background())
 
 	for _, p := range loop.Pods() {

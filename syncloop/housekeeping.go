@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // HandlePodCleanups is the loop's housekeeping (the kubelet's
@@ -53,7 +53,7 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("listing runtime pods: %w", err))
 	}
 	l.metrics.runtimePods(runtimePods)
-	running := make(map[types.UID]*runtime.Pod)
+	running := make(map[types.UID]*kubetypes.Pod)
 	for _, p := range runtimePods {
 		if p != nil && podRuns(p) {
 			running[p.ID] = p
@@ -111,7 +111,7 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 		}
 		l.log.Info("pod restarted: desired but unknown to the pod workers", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(p.UID)))
 		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
-		working[p.UID] = PodWorkerSync{State: SyncPod, HasConfig: true, Static: isStaticPod(p)}
+		working[p.UID] = PodWorkerSync{State: SyncPod, HasConfig: true, Static: kubetypes.IsStaticPod(p)}
 	}
 
 	// Runtime pods nobody knows: kill them.
@@ -160,14 +160,14 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 }
 
 // podRuns: a container or sandbox of the runtime pod is not exited.
-func podRuns(p *runtime.Pod) bool {
+func podRuns(p *kubetypes.Pod) bool {
 	for _, c := range p.Containers {
-		if c.State != runtime.ContainerStateExited {
+		if c.State != kubetypes.ContainerStateExited {
 			return true
 		}
 	}
 	for _, s := range p.Sandboxes {
-		if s.State == runtime.ContainerStateRunning {
+		if s.State == kubetypes.ContainerStateRunning {
 			return true
 		}
 	}
@@ -176,7 +176,7 @@ func podRuns(p *runtime.Pod) bool {
 
 // cleanupPodDirs removes the directories of pods that are neither desired
 // nor worked on, whose content may be removed and that don't run.
-func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]PodWorkerSync, running map[types.UID]*runtime.Pod) error {
+func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]PodWorkerSync, running map[types.UID]*kubetypes.Pod) error {
 	uids, err := l.agent.dirs.list()
 	if err != nil {
 		return fmt.Errorf("listing pod directories: %w", err)

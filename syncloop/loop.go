@@ -16,87 +16,17 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
-
-// Op is the kind of a PodUpdate. The values are those of podconfig.Op, in
-// the same order, so converting one is a plain Op(x).
-type Op int
-
-const (
-	// SET: Pods is the complete set of pods of Source (of every source when
-	// Source is SourceAll or "").
-	SET Op = iota
-	// ADD: Pods are new.
-	ADD
-	// UPDATE: Pods changed.
-	UPDATE
-	// REMOVE: Pods are gone from their source.
-	REMOVE
-	// DELETE: Pods got a deletion timestamp (graceful delete).
-	DELETE
-	// RECONCILE: only the status of Pods changed.
-	RECONCILE
-)
-
-// String returns the op's name ("SET", "ADD", ...).
-func (o Op) String() string {
-	switch o {
-	case SET:
-		return "SET"
-	case ADD:
-		return "ADD"
-	case UPDATE:
-		return "UPDATE"
-	case REMOVE:
-		return "REMOVE"
-	case DELETE:
-		return "DELETE"
-	case RECONCILE:
-		return "RECONCILE"
-	}
-	return "UNKNOWN"
-}
-
-// SourceAll is the Source of a SET that spans every source.
-const SourceAll = "*"
-
-// PodUpdate is one change of the desired pods (podconfig.PodUpdate, field
-// for field).
-type PodUpdate struct {
-	Pods   []*v1.Pod
-	Op     Op
-	Source string
-}
-
-// Types of PodLifecycleEvent (pleg.EventType's values).
-const (
-	EventContainerStarted = "ContainerStarted"
-	EventContainerDied    = "ContainerDied"
-	EventContainerRemoved = "ContainerRemoved"
-	EventPodSync          = "PodSync"
-	EventContainerChanged = "ContainerChanged"
-)
-
-// PodLifecycleEvent says that something happened to a pod in the runtime
-// (pleg.PodLifecycleEvent, field for field).
-type PodLifecycleEvent struct {
-	// ID is the pod's UID.
-	ID types.UID
-	// Type is one of the Event* constants.
-	Type string
-	// Data is the CRI id of the container concerned (a string), if any.
-	Data any
-}
 
 // RuntimeManager is what the loop needs of the pod → CRI engine;
 // *runtime.Manager satisfies it.
 type RuntimeManager interface {
-	GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
-	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error)
-	SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, pullSecrets []v1.Secret) runtime.SyncResult
-	KillPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod, gracePeriodOverride *int64) error
-	GarbageCollect(ctx context.Context, policy runtime.GCPolicy, allSourcesReady bool) error
+	GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, error)
+	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubetypes.PodStatus, error)
+	SyncPod(ctx context.Context, pod *v1.Pod, status *kubetypes.PodStatus, pullSecrets []v1.Secret) kubetypes.SyncResult
+	KillPod(ctx context.Context, pod *v1.Pod, running *kubetypes.Pod, gracePeriodOverride *int64) error
+	GarbageCollect(ctx context.Context, policy kubetypes.GCPolicy, allSourcesReady bool) error
 	Reason(uid types.UID, containerName string) (reason, message string)
 }
 
@@ -116,7 +46,7 @@ type podForgetter interface {
 // pod's status after SyncPod from what the sync started with and did,
 // with fewer calls than GetPodStatus (*runtime.Manager has it).
 type afterSyncReader interface {
-	GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *runtime.PodStatus, res runtime.SyncResult) (*runtime.PodStatus, error)
+	GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *kubetypes.PodStatus, res kubetypes.SyncResult) (*kubetypes.PodStatus, error)
 }
 
 // VolumeHooks mounts and unmounts a pod's volumes (the volume manager).
@@ -163,10 +93,10 @@ type Config struct {
 	NodeName string
 	// Updates delivers the desired pods (podconfig's Updates, converted).
 	// When it is closed, the loop ends and Run returns nil.
-	Updates <-chan PodUpdate
+	Updates <-chan kubetypes.PodUpdate
 	// Events delivers pod lifecycle events (pleg's Watch, converted); nil
 	// means none: pods are then synced on their resync only.
-	Events <-chan *PodLifecycleEvent
+	Events <-chan *kubetypes.PodLifecycleEvent
 	// SourcesReady reports whether every configured source has delivered its
 	// pods at least once. Until it does, nothing is killed for being
 	// unknown and housekeeping does not run. Nil means always ready.
@@ -193,12 +123,12 @@ type Config struct {
 	// began), instead of RequestRelist: the PLEG relists the pod from it
 	// without reading it again (pleg's ObservePodStatus). The status must
 	// not be modified by the callee's caller afterwards, nor by the callee.
-	ObservePodStatus func(types.UID, *runtime.PodStatus)
+	ObservePodStatus func(types.UID, *kubetypes.PodStatus)
 	// RuntimePods, if set, lists the runtime's pods for housekeeping
 	// instead of Runtime.GetPods(ctx, true): the Builder gives the PLEG's
 	// last listing when it is at most 2s old (the kubelet's runtime cache
 	// is as old), so that housekeeping does not list the runtime again.
-	RuntimePods func(ctx context.Context) ([]*runtime.Pod, error)
+	RuntimePods func(ctx context.Context) ([]*kubetypes.Pod, error)
 	// HoldPod and ReleasePod, if both set, bracket every change the agent
 	// makes to a pod in the runtime (pleg's HoldPod and ReleasePod), so
 	// that relists don't read a pod that is about to change and is read
@@ -247,7 +177,7 @@ type Config struct {
 	PodTerminated []func(ctx context.Context, pod *v1.Pod) error
 
 	// GCPolicy is passed to Runtime.GarbageCollect.
-	GCPolicy runtime.GCPolicy
+	GCPolicy kubetypes.GCPolicy
 
 	// Periods; zero means the default, negative is an error.
 	SyncPeriod          time.Duration // due pods are synced: 1s
@@ -323,7 +253,7 @@ func New(cfg Config) (*Loop, error) {
 		bad("Cache is required")
 	}
 	if rt := cfg.Runtime; cfg.RuntimePods == nil && rt != nil {
-		cfg.RuntimePods = func(ctx context.Context) ([]*runtime.Pod, error) { return rt.GetPods(ctx, true) }
+		cfg.RuntimePods = func(ctx context.Context) ([]*kubetypes.Pod, error) { return rt.GetPods(ctx, true) }
 	}
 	for _, d := range []struct {
 		name string
@@ -594,7 +524,7 @@ func (l *Loop) Iterate(ctx context.Context) bool {
 }
 
 // HandleUpdate dispatches one config update by its Op.
-func (l *Loop) HandleUpdate(u PodUpdate) {
+func (l *Loop) HandleUpdate(u kubetypes.PodUpdate) {
 	l.metrics.configUpdate(u.Source, u.Op)
 	pods := make([]*v1.Pod, 0, len(u.Pods))
 	for _, p := range u.Pods {
@@ -603,15 +533,15 @@ func (l *Loop) HandleUpdate(u PodUpdate) {
 		}
 	}
 	switch u.Op {
-	case ADD:
+	case kubetypes.ADD:
 		l.HandlePodAdditions(pods)
-	case UPDATE, DELETE:
+	case kubetypes.UPDATE, kubetypes.DELETE:
 		l.HandlePodUpdates(pods)
-	case REMOVE:
+	case kubetypes.REMOVE:
 		l.HandlePodRemoves(pods)
-	case RECONCILE:
+	case kubetypes.RECONCILE:
 		l.HandlePodReconcile(pods)
-	case SET:
+	case kubetypes.SET:
 		l.handleSet(u.Source, pods)
 	default:
 		l.log.Warn("config update with an unknown op ignored", zap.Int("op", int(u.Op)))
@@ -634,7 +564,7 @@ type ProbeUpdate struct {
 	PodUID      types.UID
 	ContainerID string
 	Type        ProbeType
-	Result      runtime.ProbeResult
+	Result      kubetypes.ProbeResult
 }
 
 // HandleProbeResult acts on a probe result change of a known pod: a
@@ -648,13 +578,13 @@ func (l *Loop) HandleProbeResult(u ProbeUpdate) {
 	}
 	switch u.Type {
 	case ProbeLiveness:
-		if u.Result != runtime.ProbeFailure {
+		if u.Result != kubetypes.ProbeFailure {
 			return
 		}
 	case ProbeReadiness:
-		l.status.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == runtime.ProbeSuccess)
+		l.status.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == kubetypes.ProbeSuccess)
 	case ProbeStartup:
-		l.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == runtime.ProbeSuccess)
+		l.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == kubetypes.ProbeSuccess)
 	default:
 		return
 	}
@@ -663,14 +593,14 @@ func (l *Loop) HandleProbeResult(u ProbeUpdate) {
 
 // HandleEvent syncs the pod of a PLEG event if the agent knows it. Removal
 // events are ignored (the pod was synced when the container died).
-func (l *Loop) HandleEvent(e *PodLifecycleEvent) {
-	if e == nil || e.Type == EventContainerRemoved {
+func (l *Loop) HandleEvent(e *kubetypes.PodLifecycleEvent) {
+	if e == nil || e.Type == kubetypes.ContainerRemoved {
 		return
 	}
 	l.metrics.plegEvent(e.Type)
 	pod, ok := l.Pod(e.ID)
 	if !ok {
-		l.log.Debug("PLEG event for an unknown pod", zap.String("uid", string(e.ID)), zap.String("type", e.Type))
+		l.log.Debug("PLEG event for an unknown pod", zap.String("uid", string(e.ID)), zap.String("type", string(e.Type)))
 		return
 	}
 	l.HandlePodSyncs([]*v1.Pod{pod})
@@ -720,13 +650,6 @@ func sortPodsByCreation(pods []*v1.Pod) {
 	})
 }
 
-// isMirrorPod: the pod is the API server's mirror of a static pod; the
-// agent runs the static pod, never its mirror.
-func isMirrorPod(p *v1.Pod) bool {
-	_, ok := p.Annotations[statusConfigMirrorAnnotation]
-	return ok
-}
-
 // HandlePodAdditions admits new pods, oldest first, against the active
 // pods: a rejected pod gets the status Failed with the handler's reason and
 // the message "Pod was rejected: <message>" and no worker; the others are
@@ -736,7 +659,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 	pods = append([]*v1.Pod(nil), pods...)
 	sortPodsByCreation(pods)
 	for _, pod := range pods {
-		if isMirrorPod(pod) {
+		if kubetypes.IsMirrorPod(pod) {
 			l.log.Debug("mirror pod ignored", zap.String("pod", pod.Namespace+"/"+pod.Name))
 			continue
 		}
@@ -771,7 +694,7 @@ func (l *Loop) rejectPod(pod *v1.Pod, r AdmitResult) {
 // and hands them to their workers.
 func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 	for _, pod := range pods {
-		if isMirrorPod(pod) {
+		if kubetypes.IsMirrorPod(pod) {
 			continue
 		}
 		l.podsMu.Lock()
@@ -788,7 +711,7 @@ func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 	ready := l.cfg.SourcesReady()
 	for _, pod := range pods {
-		if isMirrorPod(pod) {
+		if kubetypes.IsMirrorPod(pod) {
 			continue
 		}
 		l.podsMu.Lock()
@@ -810,7 +733,7 @@ func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 // those whose readiness gates no longer agree with their Ready condition.
 func (l *Loop) HandlePodReconcile(pods []*v1.Pod) {
 	for _, pod := range pods {
-		if isMirrorPod(pod) {
+		if kubetypes.IsMirrorPod(pod) {
 			continue
 		}
 		l.podsMu.Lock()
@@ -850,7 +773,7 @@ func (l *Loop) HandlePodSyncs(pods []*v1.Pod) {
 // SourceAll or "") into additions, updates, deletions, reconciles and
 // removals against the known pods.
 func (l *Loop) handleSet(source string, pods []*v1.Pod) {
-	all := source == "" || source == SourceAll
+	all := source == "" || source == kubetypes.SourceAll
 	seen := make(map[types.UID]bool, len(pods))
 	var adds, updates, reconciles, removes []*v1.Pod
 	l.podsMu.RLock()
@@ -874,7 +797,7 @@ func (l *Loop) handleSet(source string, pods []*v1.Pod) {
 		if seen[uid] {
 			continue
 		}
-		if all || p.Annotations[statusConfigSourceAnnotation] == source {
+		if all || p.Annotations[kubetypes.ConfigSourceAnnotation] == source {
 			removes = append(removes, p)
 		}
 	}

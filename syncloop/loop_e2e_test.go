@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
 
@@ -43,8 +43,8 @@ func TestEndToEnd(t *testing.T) {
 
 		pod := ltPod("u1", "web", 0)
 		pod.Annotations[fake.BehaviorAnnotation("app")] = "sigterm=ignore"
-		pod.Annotations[statusConfigSourceAnnotation] = "api" // not a static pod: it may be deleted
-		e.updates <- PodUpdate{Op: ADD, Pods: []*v1.Pod{pod}, Source: "api"}
+		pod.Annotations[kubetypes.ConfigSourceAnnotation] = "api" // not a static pod: it may be deleted
+		e.updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{pod}, Source: "api"}
 		ltAdvance(3 * time.Second)
 		select {
 		case <-e.loop.Ready():
@@ -60,7 +60,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		app := rs.FindContainerStatusByName("app")
-		if app == nil || app.State != runtime.ContainerStateRunning {
+		if app == nil || app.State != kubetypes.ContainerStateRunning {
 			t.Fatalf("runtime status: %+v", rs)
 		}
 		for _, sub := range []string{"", "containers"} {
@@ -87,15 +87,15 @@ func TestEndToEnd(t *testing.T) {
 		now := metav1.NewTime(time.Now())
 		grace := int64(5)
 		del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &grace
-		e.updates <- PodUpdate{Op: DELETE, Pods: []*v1.Pod{del}, Source: "api"}
+		e.updates <- kubetypes.PodUpdate{Op: kubetypes.DELETE, Pods: []*v1.Pod{del}, Source: "api"}
 		ltAdvance(4 * time.Second)
-		if rs, _ := e.mgr.GetPodStatus(ctx, "u1", "web", "default"); rs.FindContainerStatusByName("app").State != runtime.ContainerStateRunning {
+		if rs, _ := e.mgr.GetPodStatus(ctx, "u1", "web", "default"); rs.FindContainerStatusByName("app").State != kubetypes.ContainerStateRunning {
 			t.Fatalf("stopped before the end of its grace: %+v %+v", rs.FindContainerStatusByName("app"), e.rt.Calls())
 		}
 		ltAdvance(3 * time.Second)
 		rs, _ = e.mgr.GetPodStatus(ctx, "u1", "web", "default")
 		for _, cs := range rs.ContainerStatuses {
-			if cs.State == runtime.ContainerStateRunning {
+			if cs.State == kubetypes.ContainerStateRunning {
 				t.Fatalf("still running after its grace: %+v", cs)
 			}
 		}
@@ -109,7 +109,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 
 		// REMOVE: housekeeping removes the pod directory.
-		e.updates <- PodUpdate{Op: REMOVE, Pods: []*v1.Pod{del}, Source: "api"}
+		e.updates <- kubetypes.PodUpdate{Op: kubetypes.REMOVE, Pods: []*v1.Pod{del}, Source: "api"}
 		ltAdvance(3 * time.Second)
 		if len(e.loop.Pods()) != 0 {
 			t.Fatal("pod still known")

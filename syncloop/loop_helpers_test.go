@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
@@ -34,8 +35,8 @@ type ltEnv struct {
 	rt      *fake.Runtime
 	mgr     *runtime.Manager
 	plg     *pleg.GenericPLEG
-	updates chan PodUpdate
-	events  chan *PodLifecycleEvent
+	updates chan kubetypes.PodUpdate
+	events  chan *kubetypes.PodLifecycleEvent
 	sink    *MemorySink
 	loop    *Loop
 	ready   atomic.Bool
@@ -45,7 +46,7 @@ type ltEnv struct {
 // ltNew builds the environment on clk; mod may change the loop config.
 func ltNew(t *testing.T, clk clock.WithTicker, mod func(*Config)) *ltEnv {
 	t.Helper()
-	e := &ltEnv{t: t, updates: make(chan PodUpdate, 16), events: make(chan *PodLifecycleEvent, 100), sink: NewMemorySink(), root: t.TempDir()}
+	e := &ltEnv{t: t, updates: make(chan kubetypes.PodUpdate, 16), events: make(chan *kubetypes.PodLifecycleEvent, 100), sink: NewMemorySink(), root: t.TempDir()}
 	e.ready.Store(true)
 	rt, err := fake.New(fake.Config{Clock: clk, Images: []string{"busybox", "registry.k8s.io/pause:3.10"}})
 	if err != nil {
@@ -98,7 +99,7 @@ func (e *ltEnv) forward(ctx context.Context, wg *sync.WaitGroup) {
 				return
 			case ev := <-e.plg.Watch():
 				select {
-				case e.events <- &PodLifecycleEvent{ID: ev.ID, Type: string(ev.Type), Data: ev.Data}:
+				case e.events <- &kubetypes.PodLifecycleEvent{ID: ev.ID, Type: ev.Type, Data: ev.Data}:
 				case <-ctx.Done():
 					return
 				}
@@ -116,7 +117,7 @@ func ltPod(uid, name string, created int, containers ...v1.Container) *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			UID: types.UID(uid), Name: name, Namespace: "default",
 			CreationTimestamp: metav1.NewTime(ltEpoch.Add(time.Duration(created) * time.Second)),
-			Annotations:       map[string]string{statusConfigSourceAnnotation: "api"},
+			Annotations:       map[string]string{kubetypes.ConfigSourceAnnotation: "api"},
 		},
 		Spec: v1.PodSpec{Containers: containers, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace},
 	}
@@ -136,43 +137,43 @@ func ltWorkerState(p *PodWorkers, uid types.UID) (PodWorkerState, bool) {
 // ltStub is a RuntimeManager that records calls and runs nothing.
 type ltStub struct {
 	mu       sync.Mutex
-	pods     []*runtime.Pod
+	pods     []*kubetypes.Pod
 	syncs    []types.UID
 	kills    []types.UID
 	gcs      int
 	gcReady  []bool
 	forgot   []types.UID
-	statuses map[types.UID]*runtime.PodStatus
+	statuses map[types.UID]*kubetypes.PodStatus
 	// started makes SyncPod report that it started a container.
 	started bool
 }
 
-func (s *ltStub) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
+func (s *ltStub) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pods, nil
 }
 
-func (s *ltStub) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+func (s *ltStub) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubetypes.PodStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.statuses[uid]; ok {
 		return st, nil
 	}
-	return &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+	return &kubetypes.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
 }
 
-func (s *ltStub) SyncPod(_ context.Context, pod *v1.Pod, _ *runtime.PodStatus, _ []v1.Secret) runtime.SyncResult {
+func (s *ltStub) SyncPod(_ context.Context, pod *v1.Pod, _ *kubetypes.PodStatus, _ []v1.Secret) kubetypes.SyncResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.syncs = append(s.syncs, pod.UID)
 	if s.started {
-		return runtime.SyncResult{Steps: []runtime.StepResult{{Action: runtime.ActionStartContainer, Target: "c"}}}
+		return kubetypes.SyncResult{Steps: []kubetypes.StepResult{{Action: kubetypes.ActionStartContainer, Target: "c"}}}
 	}
-	return runtime.SyncResult{}
+	return kubetypes.SyncResult{}
 }
 
-func (s *ltStub) KillPod(_ context.Context, pod *v1.Pod, rp *runtime.Pod, _ *int64) error {
+func (s *ltStub) KillPod(_ context.Context, pod *v1.Pod, rp *kubetypes.Pod, _ *int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pod != nil {
@@ -183,7 +184,7 @@ func (s *ltStub) KillPod(_ context.Context, pod *v1.Pod, rp *runtime.Pod, _ *int
 	return nil
 }
 
-func (s *ltStub) GarbageCollect(_ context.Context, _ runtime.GCPolicy, ready bool) error {
+func (s *ltStub) GarbageCollect(_ context.Context, _ kubetypes.GCPolicy, ready bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gcs++
@@ -208,15 +209,15 @@ func (s *ltStub) counts() (syncs, kills, gcs int) {
 // ltCache is a PodCache that always has a status newer than asked.
 type ltCache struct{}
 
-func (ltCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*runtime.PodStatus, error) {
-	return &runtime.PodStatus{ID: uid}, nil
+func (ltCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*kubetypes.PodStatus, error) {
+	return &kubetypes.PodStatus{ID: uid}, nil
 }
 
 // ltStubLoop builds a loop over ltStub on a fake clock-like clk.
-func ltStubLoop(t *testing.T, clk clock.WithTicker, mod func(*Config)) (*Loop, *ltStub, chan PodUpdate) {
+func ltStubLoop(t *testing.T, clk clock.WithTicker, mod func(*Config)) (*Loop, *ltStub, chan kubetypes.PodUpdate) {
 	t.Helper()
-	stub := &ltStub{statuses: map[types.UID]*runtime.PodStatus{}}
-	updates := make(chan PodUpdate, 16)
+	stub := &ltStub{statuses: map[types.UID]*kubetypes.PodStatus{}}
+	updates := make(chan kubetypes.PodUpdate, 16)
 	cfg := Config{Updates: updates, Runtime: stub, Cache: ltCache{}, Clock: clk}
 	if mod != nil {
 		mod(&cfg)

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -247,9 +247,9 @@ func TestHandlePodRemovesWhenSourcesAreReady(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- l.PodWorkers().Run(ctx) }()
 		pod := ltPod("1", "web", 0)
-		l.HandleUpdate(PodUpdate{Op: ADD, Pods: []*v1.Pod{pod}})
+		l.HandleUpdate(kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{pod}})
 		synctest.Wait()
-		l.HandleUpdate(PodUpdate{Op: REMOVE, Pods: []*v1.Pod{pod}})
+		l.HandleUpdate(kubetypes.PodUpdate{Op: kubetypes.REMOVE, Pods: []*v1.Pod{pod}})
 		if err := l.HandlePodCleanups(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestRuntimeDownDispatchesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.rt.SetRuntimeReady(false)
-	e.updates <- PodUpdate{Op: ADD, Pods: []*v1.Pod{ltPod("1", "web", 0)}}
+	e.updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{ltPod("1", "web", 0)}}
 	iterate := func() {
 		t.Helper()
 		res := make(chan bool, 1)
@@ -378,7 +378,7 @@ func TestPLEGUnhealthyGates(t *testing.T) {
 	l, _, updates := ltStubLoop(t, clk, func(c *Config) {
 		c.PLEGHealthy = func() (bool, error) { return healthy, errors.New("relist stalled") }
 	})
-	updates <- PodUpdate{Op: ADD, Pods: []*v1.Pod{ltPod("1", "web", 0)}}
+	updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{ltPod("1", "web", 0)}}
 	res := make(chan bool, 1)
 	go func() { res <- l.Iterate(t.Context()) }()
 	for clk.Waiters() < 3 {
@@ -435,17 +435,17 @@ func TestHandleSet(t *testing.T) {
 	l, _, _ := ltStubLoop(t, clocktesting.NewFakeClock(ltEpoch), nil)
 	a, b, c := ltPod("a", "a", 0), ltPod("b", "b", 1), ltPod("c", "c", 2)
 	for _, p := range []*v1.Pod{a, b, c} {
-		p.Annotations[statusConfigSourceAnnotation] = "file"
+		p.Annotations[kubetypes.ConfigSourceAnnotation] = "file"
 	}
 	other := ltPod("o", "o", 3)
-	other.Annotations[statusConfigSourceAnnotation] = "http"
-	l.HandleUpdate(PodUpdate{Op: SET, Source: SourceAll, Pods: []*v1.Pod{a, b, other}})
+	other.Annotations[kubetypes.ConfigSourceAnnotation] = "http"
+	l.HandleUpdate(kubetypes.PodUpdate{Op: kubetypes.SET, Source: kubetypes.SourceAll, Pods: []*v1.Pod{a, b, other}})
 	if len(l.Pods()) != 3 {
 		t.Fatalf("pods %d", len(l.Pods()))
 	}
 	a2 := a.DeepCopy()
 	a2.Spec.Containers[0].Image = "busybox:2"
-	l.HandleUpdate(PodUpdate{Op: SET, Source: "file", Pods: []*v1.Pod{a2, c}})
+	l.HandleUpdate(kubetypes.PodUpdate{Op: kubetypes.SET, Source: "file", Pods: []*v1.Pod{a2, c}})
 	var got []types.UID
 	for _, p := range l.Pods() {
 		got = append(got, p.UID)
@@ -459,7 +459,7 @@ func TestHandleSet(t *testing.T) {
 	if !l.PodWorkers().IsPodTerminationRequested("b") {
 		t.Fatal("b not killed")
 	}
-	l.HandleUpdate(PodUpdate{Op: SET, Source: SourceAll})
+	l.HandleUpdate(kubetypes.PodUpdate{Op: kubetypes.SET, Source: kubetypes.SourceAll})
 	if len(l.Pods()) != 0 {
 		t.Fatal("empty SET of all sources kept pods")
 	}
@@ -470,7 +470,7 @@ func TestHandleEventAndReconcile(t *testing.T) {
 	pod := ltPod("1", "web", 0)
 	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
 	l.HandlePodAdditions([]*v1.Pod{pod})
-	l.HandleEvent(&PodLifecycleEvent{ID: "unknown", Type: EventContainerDied})
+	l.HandleEvent(&kubetypes.PodLifecycleEvent{ID: "unknown", Type: kubetypes.ContainerDied})
 	l.HandleEvent(nil)
 	if _, ok := ltWorkerState(l.PodWorkers(), "unknown"); ok {
 		t.Fatal("event of an unknown pod started a worker")
@@ -502,10 +502,10 @@ func TestHousekeeping(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	reg := prometheus.NewRegistry()
 	l, stub, _ := ltStubLoop(t, clk, func(c *Config) { c.Registerer = reg })
-	stub.pods = []*runtime.Pod{
-		{ID: "orphan", Name: "o", Sandboxes: []*runtime.Container{{ID: "s1", State: runtime.ContainerStateRunning}},
-			Containers: []*runtime.Container{{ID: "c1", State: runtime.ContainerStateRunning}, {ID: "c0", State: runtime.ContainerStateExited}}},
-		{ID: "dead", Name: "d", Sandboxes: []*runtime.Container{{ID: "s2", State: runtime.ContainerStateExited}}},
+	stub.pods = []*kubetypes.Pod{
+		{ID: "orphan", Name: "o", Sandboxes: []*kubetypes.Container{{ID: "s1", State: kubetypes.ContainerStateRunning}},
+			Containers: []*kubetypes.Container{{ID: "c1", State: kubetypes.ContainerStateRunning}, {ID: "c0", State: kubetypes.ContainerStateExited}}},
+		{ID: "dead", Name: "d", Sandboxes: []*kubetypes.Container{{ID: "s2", State: kubetypes.ContainerStateExited}}},
 	}
 	l.HandlePodAdditions([]*v1.Pod{ltPod("1", "web", 0)})
 	if err := l.HandlePodCleanups(t.Context()); err != nil {
@@ -551,7 +551,7 @@ func TestHousekeeping(t *testing.T) {
 	if len(stub.forgot) != 1 || stub.forgot[0] != "gone" {
 		t.Fatalf("forgot %v", stub.forgot)
 	}
-	l.HandleUpdate(PodUpdate{Op: UPDATE, Source: "file", Pods: []*v1.Pod{ltPod("1", "web", 0)}})
+	l.HandleUpdate(kubetypes.PodUpdate{Op: kubetypes.UPDATE, Source: "file", Pods: []*v1.Pod{ltPod("1", "web", 0)}})
 	if v := testutil.ToFloat64(l.metrics.configUpdates.WithLabelValues("file", "UPDATE")); v != 1 {
 		t.Fatalf("config updates %v", v)
 	}
@@ -566,7 +566,7 @@ func TestRunJoins(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = l.Run(ctx) }()
-		updates <- PodUpdate{Op: ADD, Pods: []*v1.Pod{ltPod("1", "web", 0)}}
+		updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{ltPod("1", "web", 0)}}
 		synctest.Wait()
 		<-l.Ready()
 		if syncs, _, _ := stub.counts(); syncs != 1 {
@@ -601,9 +601,9 @@ func TestHousekeepingUsesRuntimePods(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	var asked int
 	l, stub, _ := ltStubLoop(t, clk, func(c *Config) {
-		c.RuntimePods = func(context.Context) ([]*runtime.Pod, error) {
+		c.RuntimePods = func(context.Context) ([]*kubetypes.Pod, error) {
 			asked++
-			return []*runtime.Pod{{ID: "orphan", Name: "o", Sandboxes: []*runtime.Container{{ID: "s1", State: runtime.ContainerStateRunning}}}}, nil
+			return []*kubetypes.Pod{{ID: "orphan", Name: "o", Sandboxes: []*kubetypes.Container{{ID: "s1", State: kubetypes.ContainerStateRunning}}}}, nil
 		}
 	})
 	// The runtime's own listing would show nothing to kill.

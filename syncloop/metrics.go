@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // loopMetrics are the sync loop's metrics; a nil *loopMetrics records
@@ -59,7 +59,7 @@ func newLoopMetrics(r prometheus.Registerer) (*loopMetrics, error) {
 	return m, nil
 }
 
-func (m *loopMetrics) configUpdate(source string, op Op) {
+func (m *loopMetrics) configUpdate(source string, op kubetypes.Op) {
 	if m != nil {
 		m.configUpdates.WithLabelValues(source, op.String()).Inc()
 	}
@@ -71,16 +71,16 @@ func (m *loopMetrics) rejected(reason string) {
 	}
 }
 
-func (m *loopMetrics) plegEvent(typ string) {
+func (m *loopMetrics) plegEvent(typ kubetypes.EventType) {
 	if m == nil {
 		return
 	}
 	switch typ {
-	case EventContainerStarted, EventContainerDied, EventPodSync, EventContainerChanged:
+	case kubetypes.ContainerStarted, kubetypes.ContainerDied, kubetypes.PodSync, kubetypes.ContainerChanged:
 	default:
 		typ = "other"
 	}
-	m.plegEvents.WithLabelValues(typ).Inc()
+	m.plegEvents.WithLabelValues(string(typ)).Inc()
 }
 
 func (m *loopMetrics) housekeepingDone(d time.Duration) {
@@ -91,18 +91,18 @@ func (m *loopMetrics) housekeepingDone(d time.Duration) {
 
 // runtimePods sets the running pods and containers gauges from a listing
 // of every runtime pod.
-func (m *loopMetrics) runtimePods(pods []*runtime.Pod) {
+func (m *loopMetrics) runtimePods(pods []*kubetypes.Pod) {
 	if m == nil {
 		return
 	}
 	running := 0
-	states := map[runtime.ContainerState]int{
-		runtime.ContainerStateCreated: 0, runtime.ContainerStateRunning: 0,
-		runtime.ContainerStateExited: 0, runtime.ContainerStateUnknown: 0,
+	states := map[kubetypes.ContainerState]int{
+		kubetypes.ContainerStateCreated: 0, kubetypes.ContainerStateRunning: 0,
+		kubetypes.ContainerStateExited: 0, kubetypes.ContainerStateUnknown: 0,
 	}
 	for _, p := range pods {
 		for _, sb := range p.Sandboxes {
-			if sb.State == runtime.ContainerStateRunning {
+			if sb.State == kubetypes.ContainerStateRunning {
 				running++
 				break
 			}

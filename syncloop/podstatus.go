@@ -2,6 +2,7 @@ package syncloop
 
 import (
 	"github.com/nodekit/nodekit/internal/qos"
+	"github.com/nodekit/nodekit/kubetypes"
 
 	"net/netip"
 	"sort"
@@ -10,8 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/nodekit/nodekit/runtime"
 )
 
 // ReasonSource tells why a container is waiting: the reason and message of
@@ -54,7 +53,7 @@ type PodStatusGenerator struct {
 // GeneratePodStatus is PodStatusGenerator{}.Generate: the API status of pod
 // from its runtime status rs, with container IDs prefixed "containerd://"
 // and no host IPs. See PodStatusGenerator.Generate.
-func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
+func GeneratePodStatus(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
 	return PodStatusGenerator{}.Generate(pod, rs, old, reasons, probes, now)
 }
 
@@ -69,7 +68,7 @@ func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old v1.PodStatus, rea
 // function is pure: it reads its arguments and modifies none of them.
 //
 // A nil pod yields a copy of old; a nil rs is a pod with nothing in the runtime.
-func (g PodStatusGenerator) Generate(pod *v1.Pod, rs *runtime.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
+func (g PodStatusGenerator) Generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
 	return g.generate(pod, rs, old, reasons, probes, now, false)
 }
 
@@ -77,16 +76,16 @@ func (g PodStatusGenerator) Generate(pod *v1.Pod, rs *runtime.PodStatus, old v1.
 // restarted any more (it is being or has been terminated): once every
 // container has stopped, the phase is Succeeded or Failed whatever the
 // restart policy (except for static pods, as in the kubelet).
-func (g PodStatusGenerator) GenerateTerminal(pod *v1.Pod, rs *runtime.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
+func (g PodStatusGenerator) GenerateTerminal(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
 	return g.generate(pod, rs, old, reasons, probes, now, true)
 }
 
-func (g PodStatusGenerator) generate(pod *v1.Pod, rs *runtime.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time, podIsTerminal bool) v1.PodStatus {
+func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time, podIsTerminal bool) v1.PodStatus {
 	if pod == nil {
 		return *old.DeepCopy()
 	}
 	if rs == nil {
-		rs = &runtime.PodStatus{ID: pod.UID}
+		rs = &kubetypes.PodStatus{ID: pod.UID}
 	}
 	runtimeName := g.RuntimeName
 	if runtimeName == "" {
@@ -235,7 +234,7 @@ func statusSortPodIPs(ips []string, nodeIPs []netip.Addr) []string {
 // (regular, init or ephemeral) into API container statuses.
 type statusConverter struct {
 	pod         *v1.Pod
-	rs          *runtime.PodStatus
+	rs          *kubetypes.PodStatus
 	reasons     ReasonSource
 	runtimeName string
 	hasInit     bool
@@ -249,7 +248,7 @@ func (c *statusConverter) containerID(id string) string {
 }
 
 // instance converts one runtime container instance.
-func (c *statusConverter) instance(cs *runtime.ContainerStatus, old *v1.ContainerStatus, specImage string) v1.ContainerStatus {
+func (c *statusConverter) instance(cs *kubetypes.ContainerStatus, old *v1.ContainerStatus, specImage string) v1.ContainerStatus {
 	cid := c.containerID(cs.ID)
 	st := v1.ContainerStatus{
 		Name:         cs.Name,
@@ -277,16 +276,16 @@ func (c *statusConverter) instance(cs *runtime.ContainerStatus, old *v1.Containe
 		}
 	}
 	switch {
-	case cs.State == runtime.ContainerStateRunning:
+	case cs.State == kubetypes.ContainerStateRunning:
 		st.State.Running = &v1.ContainerStateRunning{StartedAt: statusTime(cs.StartedAt)}
 		// A started instance stays started (until the probes say otherwise).
 		if old != nil && old.ContainerID == cid && old.Started != nil {
 			v := *old.Started
 			st.Started = &v
 		}
-	case cs.State == runtime.ContainerStateCreated:
+	case cs.State == kubetypes.ContainerStateCreated:
 		st.State.Waiting = &v1.ContainerStateWaiting{}
-	case cs.State == runtime.ContainerStateExited:
+	case cs.State == kubetypes.ContainerStateExited:
 		st.State.Terminated = &v1.ContainerStateTerminated{
 			ExitCode:    cs.ExitCode,
 			Reason:      cs.Reason,
@@ -295,7 +294,7 @@ func (c *statusConverter) instance(cs *runtime.ContainerStatus, old *v1.Containe
 			FinishedAt:  statusTime(cs.FinishedAt),
 			ContainerID: cid,
 		}
-	case cs.State == runtime.ContainerStateUnknown && old != nil && old.State.Running != nil:
+	case cs.State == kubetypes.ContainerStateUnknown && old != nil && old.State.Running != nil:
 		// It ran and the runtime can no longer tell: it ended, we don't know how.
 		st.State.Terminated = &v1.ContainerStateTerminated{
 			Reason:   ReasonContainerStatusUnknown,
@@ -371,7 +370,7 @@ func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1
 	}
 
 	// Newest instance is the state, the one before it the last termination.
-	instances := make([]*runtime.ContainerStatus, 0, len(c.rs.ContainerStatuses))
+	instances := make([]*kubetypes.ContainerStatus, 0, len(c.rs.ContainerStatuses))
 	for _, cs := range c.rs.ContainerStatuses {
 		if cs != nil {
 			instances = append(instances, cs)
@@ -404,7 +403,7 @@ func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1
 		st := statuses[ct.Name]
 		latest := c.rs.FindContainerStatusByName(ct.Name)
 		if isInit {
-			if latest != nil && latest.State == runtime.ContainerStateExited && latest.ExitCode == 0 {
+			if latest != nil && latest.State == kubetypes.ContainerStateExited && latest.ExitCode == 0 {
 				continue
 			}
 			// An init container the runtime forgot, in a pod whose regular
@@ -450,14 +449,14 @@ func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1
 
 // statusAnyRegularContainerCreated reports whether the runtime holds an
 // instance (created, running or exited) of a regular container.
-func statusAnyRegularContainerCreated(pod *v1.Pod, rs *runtime.PodStatus) bool {
+func statusAnyRegularContainerCreated(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
 	for i := range pod.Spec.Containers {
 		cs := rs.FindContainerStatusByName(pod.Spec.Containers[i].Name)
 		if cs == nil {
 			continue
 		}
 		switch cs.State {
-		case runtime.ContainerStateCreated, runtime.ContainerStateRunning, runtime.ContainerStateExited:
+		case kubetypes.ContainerStateCreated, kubetypes.ContainerStateRunning, kubetypes.ContainerStateExited:
 			return true
 		}
 	}
@@ -468,7 +467,7 @@ func statusAnyRegularContainerCreated(pod *v1.Pod, rs *runtime.PodStatus) bool {
 // exists in the pod's current sandbox, which proves the init containers
 // have completed in it. Containers created before the newest sandbox belong
 // to an earlier sandbox and do not count.
-func statusActiveRegularContainerStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
+func statusActiveRegularContainerStarted(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
 	var since int64
 	if len(rs.SandboxStatuses) > 0 && rs.SandboxStatuses[0] != nil {
 		since = rs.SandboxStatuses[0].GetCreatedAt()
@@ -488,7 +487,7 @@ func statusActiveRegularContainerStarted(pod *v1.Pod, rs *runtime.PodStatus) boo
 
 // statusShouldRestart reports whether the agent will (re)start a container
 // whose newest instance is latest (nil: never created, or removed).
-func statusShouldRestart(c *v1.Container, pod *v1.Pod, latest *runtime.ContainerStatus) bool {
+func statusShouldRestart(c *v1.Container, pod *v1.Pod, latest *kubetypes.ContainerStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -496,9 +495,9 @@ func statusShouldRestart(c *v1.Container, pod *v1.Pod, latest *runtime.Container
 		return true
 	}
 	switch latest.State {
-	case runtime.ContainerStateRunning:
+	case kubetypes.ContainerStateRunning:
 		return false
-	case runtime.ContainerStateUnknown, runtime.ContainerStateCreated:
+	case kubetypes.ContainerStateUnknown, kubetypes.ContainerStateCreated:
 		return true
 	}
 	return statusContainerShouldRestart(c, &pod.Spec, latest.ExitCode)
@@ -712,7 +711,7 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
-		if podIsTerminal && !statusIsStaticPod(pod) {
+		if podIsTerminal && !kubetypes.IsStaticPod(pod) {
 			if stopped == succeeded {
 				return v1.PodSucceeded
 			}
@@ -730,31 +729,7 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 	}
 }
 
-// Annotations that tell where a pod came from (podconfig sets them).
-const (
-	statusConfigSourceAnnotation = "kubernetes.io/config.source"
-	statusConfigMirrorAnnotation = "kubernetes.io/config.mirror"
-	statusSourceAPI              = "api"
-)
-
-// statusIsStaticPod reports whether the pod came from a source other than
-// the API server (file, HTTP, push).
-func statusIsStaticPod(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	src, ok := pod.Annotations[statusConfigSourceAnnotation]
-	return ok && src != statusSourceAPI
-}
-
-// statusIsMirrorPod reports whether the pod is the API server's mirror of a static pod.
-func statusIsMirrorPod(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	_, ok := pod.Annotations[statusConfigMirrorAnnotation]
-	return ok
-}
+const ()
 
 // statusQOSClass is the pod's QoS class for its status (internal/qos).
 func statusQOSClass(pod *v1.Pod) v1.PodQOSClass { return qos.Class(pod) }

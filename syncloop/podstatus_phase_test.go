@@ -3,6 +3,7 @@ package syncloop
 import (
 	"testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -221,11 +222,11 @@ func TestStatusPhaseStaticPodNotTerminal(t *testing.T) {
 	// As in the kubelet, a terminal pod that is static gets no terminal
 	// phase from podIsTerminal alone: the restart policy decides.
 	pod := &v1.Pod{Spec: pstSpec(v1.RestartPolicyAlways, nil, "a")}
-	pod.Annotations = map[string]string{statusConfigSourceAnnotation: "file"}
+	pod.Annotations = map[string]string{kubetypes.ConfigSourceAnnotation: "file"}
 	if got := statusPhase(pod, []v1.ContainerStatus{pstExited("a", 0)}, true, true); got != v1.PodRunning {
 		t.Errorf("static pod phase = %s, want Running", got)
 	}
-	pod.Annotations[statusConfigSourceAnnotation] = statusSourceAPI
+	pod.Annotations[kubetypes.ConfigSourceAnnotation] = kubetypes.SourceAPI
 	if got := statusPhase(pod, []v1.ContainerStatus{pstExited("a", 0)}, true, true); got != v1.PodSucceeded {
 		t.Errorf("API pod phase = %s, want Succeeded", got)
 	}

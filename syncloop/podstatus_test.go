@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 var pstNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -43,12 +43,12 @@ func pstSandbox(created int64) *runtimeapi.PodSandboxStatus {
 		Metadata: &runtimeapi.PodSandboxMetadata{}, Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.0.0.5"}}
 }
 
-func pstCS(id, name string, state runtime.ContainerState, created time.Time) *runtime.ContainerStatus {
-	cs := &runtime.ContainerStatus{ID: id, Name: name, State: state, CreatedAt: created, Image: "img-" + name, ImageID: "sha256:local", ImageRef: "img@sha256:abc"}
-	if state != runtime.ContainerStateCreated {
+func pstCS(id, name string, state kubetypes.ContainerState, created time.Time) *kubetypes.ContainerStatus {
+	cs := &kubetypes.ContainerStatus{ID: id, Name: name, State: state, CreatedAt: created, Image: "img-" + name, ImageID: "sha256:local", ImageRef: "img@sha256:abc"}
+	if state != kubetypes.ContainerStateCreated {
 		cs.StartedAt = created.Add(time.Second)
 	}
-	if state == runtime.ContainerStateExited {
+	if state == kubetypes.ContainerStateExited {
 		cs.FinishedAt = created.Add(2 * time.Second)
 	}
 	return cs
@@ -75,11 +75,11 @@ func pstCond(t *testing.T, s v1.PodStatus, ct v1.PodConditionType) v1.PodConditi
 func TestGeneratePodStatusRunningPod(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a", "b")
 	t0 := pstNow.Add(-time.Minute)
-	rs := &runtime.PodStatus{ID: pod.UID, IPs: []string{"fd00::5", "10.0.0.5"},
+	rs := &kubetypes.PodStatus{ID: pod.UID, IPs: []string{"fd00::5", "10.0.0.5"},
 		SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
-		ContainerStatuses: []*runtime.ContainerStatus{
-			pstCS("c-a", "a", runtime.ContainerStateRunning, t0),
-			pstCS("c-b", "b", runtime.ContainerStateRunning, t0),
+		ContainerStatuses: []*kubetypes.ContainerStatus{
+			pstCS("c-a", "a", kubetypes.ContainerStateRunning, t0),
+			pstCS("c-b", "b", kubetypes.ContainerStateRunning, t0),
 		}}
 	g := PodStatusGenerator{RuntimeName: "fake", NodeIPs: []string{"192.168.1.2", "fd00::1"}}
 	s := g.Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
@@ -146,7 +146,7 @@ func TestGeneratePodStatusDefaultsAndNilInput(t *testing.T) {
 
 func TestGeneratePodStatusContainerIDPrefixDefault(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
-	rs := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{pstCS("x1", "a", runtime.ContainerStateRunning, pstNow)}}
+	rs := &kubetypes.PodStatus{ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("x1", "a", kubetypes.ContainerStateRunning, pstNow)}}
 	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	if id := pstFind(t, s.ContainerStatuses, "a").ContainerID; id != "containerd://x1" {
 		t.Errorf("container ID %q", id)
@@ -156,8 +156,8 @@ func TestGeneratePodStatusContainerIDPrefixDefault(t *testing.T) {
 func TestGeneratePodStatusPodInitializingAndInitDone(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, []v1.Container{{Name: "init", Image: "img-init"}}, "a")
 	t0 := pstNow.Add(-time.Minute)
-	rs := &runtime.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
-		ContainerStatuses: []*runtime.ContainerStatus{pstCS("i1", "init", runtime.ContainerStateRunning, t0)}}
+	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
+		ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("i1", "init", kubetypes.ContainerStateRunning, t0)}}
 	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	if a := pstFind(t, s.ContainerStatuses, "a"); a.State.Waiting == nil || a.State.Waiting.Reason != ReasonPodInitializing {
 		t.Errorf("regular container while init runs = %+v", a.State)
@@ -171,8 +171,8 @@ func TestGeneratePodStatusPodInitializingAndInitDone(t *testing.T) {
 	}
 
 	// The init container exited 0 and the app runs.
-	done := pstCS("i1", "init", runtime.ContainerStateExited, t0)
-	rs.ContainerStatuses = []*runtime.ContainerStatus{pstCS("c1", "a", runtime.ContainerStateRunning, t0.Add(5*time.Second)), done}
+	done := pstCS("i1", "init", kubetypes.ContainerStateExited, t0)
+	rs.ContainerStatuses = []*kubetypes.ContainerStatus{pstCS("c1", "a", kubetypes.ContainerStateRunning, t0.Add(5*time.Second)), done}
 	s = GeneratePodStatus(pod, rs, s, nil, nil, pstNow)
 	init := pstFind(t, s.InitContainerStatuses, "init")
 	if init.State.Terminated == nil || init.State.Terminated.ExitCode != 0 || !init.Ready || init.State.Terminated.ContainerID != "containerd://i1" {
@@ -197,12 +197,12 @@ func TestGeneratePodStatusPodInitializingAndInitDone(t *testing.T) {
 func TestGeneratePodStatusWaitingReasons(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a", "b")
 	t0 := pstNow.Add(-time.Minute)
-	dead := pstCS("c2", "a", runtime.ContainerStateExited, t0.Add(time.Second))
+	dead := pstCS("c2", "a", kubetypes.ContainerStateExited, t0.Add(time.Second))
 	dead.ExitCode, dead.Reason, dead.RestartCount = 2, "Error", 1
-	older := pstCS("c1", "a", runtime.ContainerStateExited, t0)
+	older := pstCS("c1", "a", kubetypes.ContainerStateExited, t0)
 	older.ExitCode = 1
-	rs := &runtime.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
-		ContainerStatuses: []*runtime.ContainerStatus{older, dead}} // out of order on purpose
+	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
+		ContainerStatuses: []*kubetypes.ContainerStatus{older, dead}} // out of order on purpose
 	reasons := pstReasons{"a": {"CrashLoopBackOff", "back-off 10s restarting failed container"}, "b": {"ErrImagePull", "no registry"}}
 	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, reasons, nil, pstNow)
 
@@ -248,9 +248,9 @@ func TestGeneratePodStatusUnknownStateAfterRunning(t *testing.T) {
 	old := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
 		{Name: "a", ContainerID: "containerd://c1", RestartCount: 4, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
 	}}
-	cs := pstCS("c1", "a", runtime.ContainerStateUnknown, pstNow.Add(-time.Minute))
+	cs := pstCS("c1", "a", kubetypes.ContainerStateUnknown, pstNow.Add(-time.Minute))
 	cs.RestartCount = 4
-	rs := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{cs}}
+	rs := &kubetypes.PodStatus{ContainerStatuses: []*kubetypes.ContainerStatus{cs}}
 	s := GeneratePodStatus(pod, rs, old, nil, nil, pstNow)
 	a := pstFind(t, s.ContainerStatuses, "a")
 	if tm := a.State.Terminated; tm == nil || tm.ExitCode != 137 || tm.Reason != ReasonContainerStatusUnknown || tm.Message != statusTerminatedUnknownMessage {
@@ -272,7 +272,7 @@ func TestGeneratePodStatusVanishedRunningContainer(t *testing.T) {
 	old := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
 		{Name: "a", ContainerID: "containerd://c1", RestartCount: 2, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
 	}}
-	s := GeneratePodStatus(pod, &runtime.PodStatus{}, old, nil, nil, pstNow)
+	s := GeneratePodStatus(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow)
 	a := pstFind(t, s.ContainerStatuses, "a")
 	if a.State.Waiting == nil || a.State.Waiting.Reason != ReasonContainerCreating {
 		t.Errorf("state = %+v", a.State)
@@ -289,7 +289,7 @@ func TestGeneratePodStatusVanishedRunningContainer(t *testing.T) {
 	}
 	// A deleted pod does not count a restart.
 	pod.DeletionTimestamp = &metav1.Time{Time: pstNow}
-	if a := pstFind(t, GeneratePodStatus(pod, &runtime.PodStatus{}, old, nil, nil, pstNow).ContainerStatuses, "a"); a.RestartCount != 2 {
+	if a := pstFind(t, GeneratePodStatus(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow).ContainerStatuses, "a"); a.RestartCount != 2 {
 		t.Errorf("deleted pod restart count = %d", a.RestartCount)
 	}
 }
@@ -301,7 +301,7 @@ func TestGeneratePodStatusKeepsOldTerminatedStatus(t *testing.T) {
 		{Name: "a", ContainerID: "containerd://c1", State: v1.ContainerState{Terminated: term}},
 	}}
 	// The runtime forgot the container; the old terminated status stands.
-	s := GeneratePodStatus(pod, &runtime.PodStatus{}, old, nil, nil, pstNow)
+	s := GeneratePodStatus(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow)
 	if a := pstFind(t, s.ContainerStatuses, "a"); a.State.Terminated == nil || a.State.Terminated.ExitCode != 3 {
 		t.Errorf("state = %+v", a.State)
 	}
@@ -315,8 +315,8 @@ func TestGeneratePodStatusKeepsOldTerminatedStatus(t *testing.T) {
 
 func TestGeneratePodStatusNeverLeavesTerminalPhase(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
-	rs := &runtime.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(1)},
-		ContainerStatuses: []*runtime.ContainerStatus{pstCS("c1", "a", runtime.ContainerStateRunning, pstNow)}}
+	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(1)},
+		ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("c1", "a", kubetypes.ContainerStateRunning, pstNow)}}
 	// The previous status was terminal.
 	if s := GeneratePodStatus(pod, rs, v1.PodStatus{Phase: v1.PodSucceeded}, nil, nil, pstNow); s.Phase != v1.PodSucceeded {
 		t.Errorf("left old terminal phase: %s", s.Phase)
@@ -330,8 +330,8 @@ func TestGeneratePodStatusNeverLeavesTerminalPhase(t *testing.T) {
 
 func TestGeneratePodStatusTerminal(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
-	done := pstCS("c1", "a", runtime.ContainerStateExited, pstNow)
-	rs := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{done}}
+	done := pstCS("c1", "a", kubetypes.ContainerStateExited, pstNow)
+	rs := &kubetypes.PodStatus{ContainerStatuses: []*kubetypes.ContainerStatus{done}}
 	if s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow); s.Phase != v1.PodRunning {
 		t.Errorf("restartable exited pod: %s", s.Phase)
 	}
@@ -352,11 +352,11 @@ func TestGeneratePodStatusProbes(t *testing.T) {
 	pod.Spec.Containers[0].StartupProbe = &v1.Probe{}
 	pod.Spec.Containers[1].ReadinessProbe = &v1.Probe{}
 	t0 := pstNow.Add(-time.Minute)
-	rs := &runtime.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
-		ContainerStatuses: []*runtime.ContainerStatus{
-			pstCS("ca", "a", runtime.ContainerStateRunning, t0),
-			pstCS("cb", "b", runtime.ContainerStateRunning, t0),
-			pstCS("cc", "c", runtime.ContainerStateRunning, t0),
+	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
+		ContainerStatuses: []*kubetypes.ContainerStatus{
+			pstCS("ca", "a", kubetypes.ContainerStateRunning, t0),
+			pstCS("cb", "b", kubetypes.ContainerStateRunning, t0),
+			pstCS("cc", "c", kubetypes.ContainerStateRunning, t0),
 		}}
 	probes := pstProbes{startup: map[string]bool{}, readiness: map[string]bool{}}
 	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, probes, pstNow)
@@ -391,10 +391,10 @@ func TestGeneratePodStatusProbes(t *testing.T) {
 func TestGeneratePodStatusSidecarReadiness(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, []v1.Container{{Name: "side", RestartPolicy: pstPolicy(v1.ContainerRestartPolicyAlways), ReadinessProbe: &v1.Probe{}}}, "a")
 	t0 := pstNow.Add(-time.Minute)
-	rs := &runtime.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
-		ContainerStatuses: []*runtime.ContainerStatus{
-			pstCS("cs", "side", runtime.ContainerStateRunning, t0),
-			pstCS("ca", "a", runtime.ContainerStateRunning, t0.Add(time.Second)),
+	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
+		ContainerStatuses: []*kubetypes.ContainerStatus{
+			pstCS("cs", "side", kubetypes.ContainerStateRunning, t0),
+			pstCS("ca", "a", kubetypes.ContainerStateRunning, t0.Add(time.Second)),
 		}}
 	probes := pstProbes{readiness: map[string]bool{}}
 	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, probes, pstNow)
@@ -421,8 +421,8 @@ func TestGeneratePodStatusConditionsFromAPI(t *testing.T) {
 		{Type: "example.com/lb", Status: v1.ConditionFalse},
 		{Type: v1.PodReady, Status: v1.ConditionTrue}, // the agent's own: recomputed
 	}
-	rs := &runtime.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(1)},
-		ContainerStatuses: []*runtime.ContainerStatus{pstCS("ca", "a", runtime.ContainerStateRunning, pstNow)}}
+	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(1)},
+		ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("ca", "a", kubetypes.ContainerStateRunning, pstNow)}}
 	old := v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "EvictionByEvictionAPI"}}}
 	s := GeneratePodStatus(pod, rs, old, nil, nil, pstNow)
 	if c := pstCond(t, s, v1.PodReady); c.Status != v1.ConditionFalse || c.Reason != ReasonReadinessGatesNotReady ||
@@ -456,7 +456,7 @@ func TestGeneratePodStatusHostNetworkPodIPs(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
 	pod.Spec.HostNetwork = true
 	g := PodStatusGenerator{NodeIPs: []string{"bogus", "10.1.1.1", "fd00::1"}}
-	s := g.Generate(pod, &runtime.PodStatus{}, v1.PodStatus{}, nil, nil, pstNow)
+	s := g.Generate(pod, &kubetypes.PodStatus{}, v1.PodStatus{}, nil, nil, pstNow)
 	if s.PodIP != "10.1.1.1" || len(s.PodIPs) != 2 || s.PodIPs[1].IP != "fd00::1" {
 		t.Errorf("pod IPs %q %+v", s.PodIP, s.PodIPs)
 	}
@@ -486,7 +486,7 @@ func TestStatusSandboxNeeded(t *testing.T) {
 		{"network namespace changed", []*runtimeapi.PodSandboxStatus{hostNS}, true},
 	}
 	for _, tc := range cases {
-		if got := statusSandboxNeeded(pod, &runtime.PodStatus{SandboxStatuses: tc.sbs}); got != tc.want {
+		if got := statusSandboxNeeded(pod, &kubetypes.PodStatus{SandboxStatuses: tc.sbs}); got != tc.want {
 			t.Errorf("%s: needed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -532,12 +532,12 @@ func TestStatusQOSClass(t *testing.T) {
 func BenchmarkGeneratePodStatus(b *testing.B) {
 	pod := pstPod(v1.RestartPolicyAlways, []v1.Container{{Name: "init"}}, "a", "b", "c")
 	t0 := pstNow.Add(-time.Minute)
-	init := pstCS("i", "init", runtime.ContainerStateExited, t0)
-	rs := &runtime.PodStatus{IPs: []string{"10.0.0.5"}, SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
-		ContainerStatuses: []*runtime.ContainerStatus{
-			pstCS("a", "a", runtime.ContainerStateRunning, t0.Add(time.Second)),
-			pstCS("b", "b", runtime.ContainerStateRunning, t0.Add(time.Second)),
-			pstCS("c", "c", runtime.ContainerStateRunning, t0.Add(time.Second)), init,
+	init := pstCS("i", "init", kubetypes.ContainerStateExited, t0)
+	rs := &kubetypes.PodStatus{IPs: []string{"10.0.0.5"}, SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
+		ContainerStatuses: []*kubetypes.ContainerStatus{
+			pstCS("a", "a", kubetypes.ContainerStateRunning, t0.Add(time.Second)),
+			pstCS("b", "b", kubetypes.ContainerStateRunning, t0.Add(time.Second)),
+			pstCS("c", "c", kubetypes.ContainerStateRunning, t0.Add(time.Second)), init,
 		}}
 	old := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	b.ReportAllocs()

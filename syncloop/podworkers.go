@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Sentinel errors of the pod workers. Match them with errors.Is.
@@ -116,20 +116,20 @@ type PodSyncer interface {
 	// returns isTerminal true once the pod has reached a terminal phase; the
 	// pod then moves on to terminating. An error makes the pod be retried
 	// after a back-off (see BackoffError).
-	SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, podStatus *runtime.PodStatus) (isTerminal bool, err error)
+	SyncPod(ctx context.Context, updateType UpdateType, pod, mirrorPod *v1.Pod, podStatus *kubetypes.PodStatus) (isTerminal bool, err error)
 	// SyncTerminatingPod stops the pod's containers within gracePeriod seconds
 	// (never nil when called by the pod workers) and records the final
 	// status; podStatusFn, if not nil, may amend the status first (eviction
 	// and preemption reasons). It is called again, possibly with a shorter
 	// grace, until it returns nil, which must mean nothing of the pod runs.
-	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, gracePeriod *int64, podStatusFn func(*v1.PodStatus)) error
+	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *kubetypes.PodStatus, gracePeriod *int64, podStatusFn func(*v1.PodStatus)) error
 	// SyncTerminatingRuntimePod stops the containers of a pod that only the
 	// runtime knows (no spec). nil must mean nothing of it runs.
-	SyncTerminatingRuntimePod(ctx context.Context, runningPod *runtime.Pod) error
+	SyncTerminatingRuntimePod(ctx context.Context, runningPod *kubetypes.Pod) error
 	// SyncTerminatedPod releases what the stopped pod still holds (volumes,
 	// cgroups) and writes its final status. Once it returns nil the pod is
 	// finished on this node.
-	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error
+	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *kubetypes.PodStatus) error
 }
 
 // PodCache is the runtime pod status cache the workers read before every sync
@@ -138,7 +138,7 @@ type PodCache interface {
 	// GetNewerThan blocks until the cache holds a status of uid taken after t
 	// (or ctx ends) and returns it. A status the runtime does not know is an
 	// empty PodStatus carrying only the ID.
-	GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*runtime.PodStatus, error)
+	GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*kubetypes.PodStatus, error)
 }
 
 // BackoffError is an error that knows until when the failed work should not
@@ -180,7 +180,7 @@ type UpdatePodOptions struct {
 	MirrorPod *v1.Pod
 	// RunningPod is a pod only the runtime knows (no spec): it can only be
 	// killed, so it is used only with SyncPodKill and a nil Pod.
-	RunningPod *runtime.Pod
+	RunningPod *kubetypes.Pod
 	// KillPodOptions carries what a kill asks for.
 	KillPodOptions *KillPodOptions
 }
@@ -519,7 +519,7 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSyn
 		}
 		if pod != nil {
 			ws.HasConfig = true
-			ws.Static = isStaticPod(pod)
+			ws.Static = kubetypes.IsStaticPod(pod)
 		}
 		out[uid] = ws
 	}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // syncCall is one call the fake syncer saw.
@@ -82,7 +82,7 @@ func (f *fakeSyncer) record(ctx context.Context, c syncCall) error {
 	return err
 }
 
-func (f *fakeSyncer) SyncPod(ctx context.Context, ut UpdateType, pod, _ *v1.Pod, _ *runtime.PodStatus) (bool, error) {
+func (f *fakeSyncer) SyncPod(ctx context.Context, ut UpdateType, pod, _ *v1.Pod, _ *kubetypes.PodStatus) (bool, error) {
 	err := f.record(ctx, syncCall{op: "sync", uid: pod.UID, name: pod.Name, updateType: ut})
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -92,7 +92,7 @@ func (f *fakeSyncer) SyncPod(ctx context.Context, ut UpdateType, pod, _ *v1.Pod,
 	return f.terminal[pod.UID], err
 }
 
-func (f *fakeSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus, grace *int64, fn func(*v1.PodStatus)) error {
+func (f *fakeSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *kubetypes.PodStatus, grace *int64, fn func(*v1.PodStatus)) error {
 	c := syncCall{op: "terminating", uid: pod.UID, name: pod.Name, statusFn: fn != nil, grace: -1}
 	if grace != nil {
 		c.grace = *grace
@@ -105,11 +105,11 @@ func (f *fakeSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *run
 	return f.record(ctx, c)
 }
 
-func (f *fakeSyncer) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) error {
+func (f *fakeSyncer) SyncTerminatingRuntimePod(ctx context.Context, rp *kubetypes.Pod) error {
 	return f.record(ctx, syncCall{op: "runtime", uid: rp.ID, name: rp.Name})
 }
 
-func (f *fakeSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus) error {
+func (f *fakeSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, _ *kubetypes.PodStatus) error {
 	return f.record(ctx, syncCall{op: "terminated", uid: pod.UID, name: pod.Name})
 }
 
@@ -171,7 +171,7 @@ func (f *fakeSyncer) reset() {
 // times asked for, and can fail or block per UID.
 type fakeCache struct {
 	mu       sync.Mutex
-	statuses map[types.UID]*runtime.PodStatus
+	statuses map[types.UID]*kubetypes.PodStatus
 	errs     map[types.UID]error
 	block    map[types.UID]bool
 	asked    map[types.UID][]time.Time
@@ -179,14 +179,14 @@ type fakeCache struct {
 
 func newFakeCache() *fakeCache {
 	return &fakeCache{
-		statuses: map[types.UID]*runtime.PodStatus{},
+		statuses: map[types.UID]*kubetypes.PodStatus{},
 		errs:     map[types.UID]error{},
 		block:    map[types.UID]bool{},
 		asked:    map[types.UID][]time.Time{},
 	}
 }
 
-func (c *fakeCache) GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*runtime.PodStatus, error) {
+func (c *fakeCache) GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*kubetypes.PodStatus, error) {
 	c.mu.Lock()
 	c.asked[uid] = append(c.asked[uid], t)
 	block := c.block[uid]
@@ -201,23 +201,23 @@ func (c *fakeCache) GetNewerThan(ctx context.Context, uid types.UID, t time.Time
 		return nil, err
 	}
 	if st == nil {
-		st = &runtime.PodStatus{ID: uid}
+		st = &kubetypes.PodStatus{ID: uid}
 	}
 	return st, nil
 }
 
-func (c *fakeCache) set(uid types.UID, st *runtime.PodStatus) {
+func (c *fakeCache) set(uid types.UID, st *kubetypes.PodStatus) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.statuses[uid] = st
 }
 
-func runningStatus(uid types.UID) *runtime.PodStatus {
-	return &runtime.PodStatus{ID: uid, ContainerStatuses: []*runtime.ContainerStatus{{Name: "c", State: runtime.ContainerStateRunning}}}
+func runningStatus(uid types.UID) *kubetypes.PodStatus {
+	return &kubetypes.PodStatus{ID: uid, ContainerStatuses: []*kubetypes.ContainerStatus{{Name: "c", State: kubetypes.ContainerStateRunning}}}
 }
 
-func exitedStatus(uid types.UID) *runtime.PodStatus {
-	return &runtime.PodStatus{ID: uid, ContainerStatuses: []*runtime.ContainerStatus{{Name: "c", State: runtime.ContainerStateExited}}}
+func exitedStatus(uid types.UID) *kubetypes.PodStatus {
+	return &kubetypes.PodStatus{ID: uid, ContainerStatuses: []*kubetypes.ContainerStatus{{Name: "c", State: kubetypes.ContainerStateExited}}}
 }
 
 // env is one bubble's pod workers and fakes.
@@ -294,14 +294,14 @@ func newPod(uid, name string) *v1.Pod {
 	grace := int64(30)
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "ns",
-			Annotations: map[string]string{configSourceAnnotation: apiConfigSource}},
+			Annotations: map[string]string{kubetypes.ConfigSourceAnnotation: kubetypes.SourceAPI}},
 		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &grace},
 	}
 }
 
 func newStatic(uid, name string) *v1.Pod {
 	p := newPod(uid, name)
-	p.Annotations[configSourceAnnotation] = "file"
+	p.Annotations[kubetypes.ConfigSourceAnnotation] = "file"
 	return p
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -82,7 +83,7 @@ type cancellingRuntime struct {
 	fail   bool // fail without a cancellation
 }
 
-func (c *cancellingRuntime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
+func (c *cancellingRuntime) GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, error) {
 	if c.fail {
 		return nil, errors.New("runtime unreachable")
 	}

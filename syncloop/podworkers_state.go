@@ -11,14 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime"
-)
-
-// configSourceAnnotation names a pod's config source; every source but "api"
-// makes a static pod.
-const (
-	configSourceAnnotation = "kubernetes.io/config.source"
-	apiConfigSource        = "api"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // podSyncStatus is everything the workers track of one pod UID. It is
@@ -122,14 +115,6 @@ type work struct {
 	terminalOnArrival bool
 }
 
-func isStaticPod(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	src, ok := pod.Annotations[configSourceAnnotation]
-	return ok && src != apiConfigSource
-}
-
 func podFullName(name, namespace string) string { return name + "_" + namespace }
 
 func isTerminalPhase(pod *v1.Pod) bool {
@@ -138,12 +123,12 @@ func isTerminalPhase(pod *v1.Pod) bool {
 
 // runtimeStatusTerminal: nothing of the pod runs (no running container, no
 // ready sandbox). A nil status is terminal: the runtime knows nothing of it.
-func runtimeStatusTerminal(s *runtime.PodStatus) bool {
+func runtimeStatusTerminal(s *kubetypes.PodStatus) bool {
 	if s == nil {
 		return true
 	}
 	for _, c := range s.ContainerStatuses {
-		if c != nil && c.State == runtime.ContainerStateRunning {
+		if c != nil && c.State == kubetypes.ContainerStateRunning {
 			return false
 		}
 	}
@@ -351,7 +336,7 @@ func (p *PodWorkers) updatePod(opts UpdatePodOptions) error {
 	if !ok {
 		w = &podWorker{updates: make(chan struct{}, 1)}
 		p.workers[uid] = w
-		if isStaticPod(pod) {
+		if kubetypes.IsStaticPod(pod) {
 			p.waitingStatic[s.fullname] = append(p.waitingStatic[s.fullname], uid)
 		}
 		p.startWorkerLocked(uid, w)
@@ -374,7 +359,7 @@ func (p *PodWorkers) updatePod(opts UpdatePodOptions) error {
 // order. canEverStart false means the pod was stopped before it started.
 // p.mu is held.
 func (p *PodWorkers) allowPodStart(pod *v1.Pod) (canStart, canEverStart bool) {
-	if !isStaticPod(pod) {
+	if !kubetypes.IsStaticPod(pod) {
 		return true, true
 	}
 	s, ok := p.statuses[pod.UID]
@@ -532,7 +517,7 @@ func (p *PodWorkers) workerLoop(runCtx context.Context, uid types.UID, updates <
 
 // runSync reads the cache and calls the syncer for one update.
 func (p *PodWorkers) runSync(ctx context.Context, uid types.UID, wk work, lastSync *time.Time) (isTerminal bool, err error) {
-	var status *runtime.PodStatus
+	var status *kubetypes.PodStatus
 	if wk.opts.RunningPod == nil {
 		status, err = p.cache.GetNewerThan(ctx, uid, *lastSync)
 		if err != nil {
@@ -840,7 +825,7 @@ func backOffOnly(err error) bool {
 		return backOffOnly(e.Unwrap())
 	}
 	// The end of a chain (the sentinels wrap nothing).
-	return err == runtime.ErrCrashLoopBackOff || err == runtime.ErrImagePullBackOff
+	return err == kubetypes.ErrCrashLoopBackOff || err == kubetypes.ErrImagePullBackOff
 }
 
 // syncMark is where a PodSyncer running in a pod worker records when it

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -125,17 +126,17 @@ func TestStaticPodSourceAnnotation(t *testing.T) {
 		want bool
 	}{
 		{nil, false},
-		{map[string]string{configSourceAnnotation: "api"}, false},
-		{map[string]string{configSourceAnnotation: "file"}, true},
-		{map[string]string{configSourceAnnotation: "http"}, true},
+		{map[string]string{kubetypes.ConfigSourceAnnotation: "api"}, false},
+		{map[string]string{kubetypes.ConfigSourceAnnotation: "file"}, true},
+		{map[string]string{kubetypes.ConfigSourceAnnotation: "http"}, true},
 	} {
 		p := &v1.Pod{}
 		p.Annotations = tc.ann
-		if got := isStaticPod(p); got != tc.want {
+		if got := kubetypes.IsStaticPod(p); got != tc.want {
 			t.Errorf("%v: static %v, want %v", tc.ann, got, tc.want)
 		}
 	}
-	if isStaticPod(nil) {
+	if kubetypes.IsStaticPod(nil) {
 		t.Error("nil pod is static")
 	}
 }

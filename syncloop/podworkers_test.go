@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -28,7 +29,7 @@ func TestUpdatePod(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		cache   *runtime.PodStatus
+		cache   *kubetypes.PodStatus
 		steps   func(e *env)
 		uid     types.UID
 		history []string
@@ -46,7 +47,7 @@ func TestUpdatePod(t *testing.T) {
 			uid:  "1",
 			steps: func(e *env) {
 				e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: newPod("1", "running-pod"),
-					RunningPod: &runtime.Pod{ID: "1", Name: "other", Namespace: "ns"}})
+					RunningPod: &kubetypes.Pod{ID: "1", Name: "other", Namespace: "ns"}})
 				synctest.Wait()
 			},
 			history: []string{"1:sync(create)"},
@@ -104,7 +105,7 @@ func TestUpdatePod(t *testing.T) {
 			name: "an orphaned runtime pod is stopped and then forgotten",
 			uid:  "orphan",
 			steps: func(e *env) {
-				e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &runtime.Pod{ID: "orphan", Name: "orphaned-pod", Namespace: "ns"}})
+				e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubetypes.Pod{ID: "orphan", Name: "orphaned-pod", Namespace: "ns"}})
 				synctest.Wait()
 			},
 			history: []string{"orphan:runtime"},
@@ -114,7 +115,7 @@ func TestUpdatePod(t *testing.T) {
 			name: "an orphaned runtime pod with a non-kill update does nothing",
 			uid:  "orphan",
 			steps: func(e *env) {
-				e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodSync, RunningPod: &runtime.Pod{ID: "orphan", Name: "orphaned-pod", Namespace: "ns"}})
+				e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodSync, RunningPod: &kubetypes.Pod{ID: "orphan", Name: "orphaned-pod", Namespace: "ns"}})
 				synctest.Wait()
 			},
 			want: check{gone: true},
@@ -205,7 +206,7 @@ func TestUpdatePodRestartAfterTermination(t *testing.T) {
 
 func TestUpdatePodForRuntimePod(t *testing.T) {
 	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
-		rp := &runtime.Pod{ID: "1", Name: "1", Namespace: "test"}
+		rp := &kubetypes.Pod{ID: "1", Name: "1", Namespace: "test"}
 		e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, RunningPod: rp})
 		synctest.Wait()
 		if n := len(e.syncer.all()); n != 0 {
@@ -223,7 +224,7 @@ func TestUpdatePodForRuntimePod(t *testing.T) {
 func TestUpdatePodRuntimeKillOfKnownPodUsesSpec(t *testing.T) {
 	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
-		e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &runtime.Pod{ID: "1", Name: "web", Namespace: "ns"}})
+		e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubetypes.Pod{ID: "1", Name: "web", Namespace: "ns"}})
 		synctest.Wait()
 		e.expectHistory("1", "1:sync(create)", "1:terminating(30)", "1:terminated")
 		if !e.p.ShouldPodContentBeRemoved("1") {
@@ -238,7 +239,7 @@ func TestUpdatePodForTerminatedRuntimePod(t *testing.T) {
 		block := e.syncer.blockOn("terminated", "1")
 		e.update(SyncPodKill, newPod("1", "web"))
 		// Stopped but not finished: a runtime kill is ignored.
-		e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &runtime.Pod{ID: "1", Name: "web", Namespace: "ns"}})
+		e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubetypes.Pod{ID: "1", Name: "web", Namespace: "ns"}})
 		synctest.Wait()
 		close(block)
 		synctest.Wait()
@@ -738,8 +739,8 @@ func TestUpdatePodBadInput(t *testing.T) {
 		for _, opts := range []UpdatePodOptions{
 			{UpdateType: SyncPodCreate},
 			{UpdateType: SyncPodCreate, Pod: &v1.Pod{}},
-			{UpdateType: SyncPodKill, RunningPod: &runtime.Pod{}},
-			{UpdateType: SyncPodUpdate, RunningPod: &runtime.Pod{ID: "x"}},
+			{UpdateType: SyncPodKill, RunningPod: &kubetypes.Pod{}},
+			{UpdateType: SyncPodUpdate, RunningPod: &kubetypes.Pod{ID: "x"}},
 		} {
 			if err := e.p.updatePod(opts); !errors.Is(err, ErrPodWorkerInvalidUpdate) {
 				t.Fatalf("%+v: %v", opts, err)

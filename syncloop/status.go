@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -310,7 +311,7 @@ func (m *StatusManager) TerminatePod(pod *v1.Pod) {
 			status.InitContainerStatuses[i].State = unknown()
 		}
 	}
-	if !statusIsStaticPod(pod) && !statusIsTerminalPhase(status.Phase) {
+	if !kubetypes.IsStaticPod(pod) && !statusIsTerminalPhase(status.Phase) {
 		status.Phase = v1.PodFailed
 	}
 	changed := m.updateLocked(pod, status, true, true)
@@ -393,7 +394,7 @@ func (m *StatusManager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, fi
 	var old v1.PodStatus
 	if cached {
 		old = e.status
-		if e.finished && !finished && !statusIsStaticPod(pod) {
+		if e.finished && !finished && !kubetypes.IsStaticPod(pod) {
 			finished = true // once finished, always finished
 		}
 	} else {
@@ -720,7 +721,7 @@ func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
 		if heldBack {
 			again = append(again, t.uid)
 		}
-		deletable := canDelete && t.finished && t.pod.DeletionTimestamp != nil && !statusIsMirrorPod(t.pod) && statusIsTerminalPhase(merged.Phase)
+		deletable := canDelete && t.finished && t.pod.DeletionTimestamp != nil && !kubetypes.IsMirrorPod(t.pod) && statusIsTerminalPhase(merged.Phase)
 		if ok && sent.version >= t.version && statusEqualByAgent(&sent.status, &merged) && !deletable {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -395,7 +396,7 @@ func TestStatusManagerTerminatePodDefaultsUnknown(t *testing.T) {
 func TestStatusManagerTerminateStaticPodKeepsPhase(t *testing.T) {
 	m, _ := stManager(t, NewMemorySink())
 	pod := stPod()
-	pod.Annotations = map[string]string{statusConfigSourceAnnotation: "file"}
+	pod.Annotations = map[string]string{kubetypes.ConfigSourceAnnotation: "file"}
 	m.SetPodStatus(pod, stRunningStatus())
 	m.TerminatePod(pod)
 	got, _ := m.GetPodStatus(pod.UID)
@@ -494,7 +495,7 @@ func TestStatusManagerDeletesFinishedPod(t *testing.T) {
 	// A mirror pod is never deleted.
 	mirror := stPod()
 	mirror.UID = "uid-mirror"
-	mirror.Annotations = map[string]string{statusConfigMirrorAnnotation: "x"}
+	mirror.Annotations = map[string]string{kubetypes.ConfigMirrorAnnotation: "x"}
 	mirror.DeletionTimestamp = &metav1.Time{Time: pstNow}
 	m.SetPodStatus(mirror, stRunningStatus())
 	m.TerminatePod(mirror)

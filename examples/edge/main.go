@@ -22,7 +22,7 @@ import (
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/volumemgr"
@@ -151,9 +151,9 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 
 	// The pod source: API server -> persisted set -> PodConfig.
 	wrap := func(api nodekit.PodSourceFunc) nodekit.PodSourceFunc {
-		return func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		return func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			persist, err := checkpoint.New(checkpoint.Config{
-				Dir: filepath.Join(root, checkpointsDir), Source: podconfig.SourceAPI, Out: out,
+				Dir: filepath.Join(root, checkpointsDir), Source: kubetypes.SourceAPI, Out: out,
 				ReplayAfter: o.replayAfter, Logger: log,
 			})
 			if err != nil {

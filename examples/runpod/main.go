@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 	"github.com/nodekit/nodekit/runtime/remote"
@@ -127,7 +128,7 @@ func run(ctx context.Context, endpoint, image string, duration time.Duration, ve
 	if err != nil {
 		return err
 	}
-	show(m, pod, status, runtime.SyncResult{})
+	show(m, pod, status, kubetypes.SyncResult{})
 	fmt.Printf("killed in %v\n", time.Since(start).Round(10*time.Millisecond))
 	return nil
 }
@@ -155,7 +156,7 @@ func examplePod(image string) *v1.Pod {
 	}
 }
 
-func show(m *runtime.Manager, pod *v1.Pod, st *runtime.PodStatus, res runtime.SyncResult) {
+func show(m *runtime.Manager, pod *v1.Pod, st *kubetypes.PodStatus, res kubetypes.SyncResult) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "%s\tCONTAINER\tSTATE\tEXIT\tRESTARTS\tREASON\n", time.Now().Format("15:04:05"))
 	for _, s := range st.SandboxStatuses {
@@ -176,7 +177,7 @@ func show(m *runtime.Manager, pod *v1.Pod, st *runtime.PodStatus, res runtime.Sy
 			continue
 		}
 		exit := ""
-		if cs.State == runtime.ContainerStateExited {
+		if cs.State == kubetypes.ContainerStateExited {
 			exit = fmt.Sprint(cs.ExitCode)
 		}
 		fmt.Fprintf(w, "\t%s\t%s\t%s\t%d\t%s\n", name, cs.State, exit, cs.RestartCount, reason)

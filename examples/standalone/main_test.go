@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -21,7 +22,7 @@ func TestShippedManifestsDecode(t *testing.T) {
 	}
 	for _, n := range names {
 		data, _ := shipped.ReadFile(n)
-		pods, err := podconfig.DecodeStaticPods(data, podconfig.StaticPodOptions{NodeName: "n", Source: podconfig.SourceFile, Origin: n})
+		pods, err := podconfig.DecodeStaticPods(data, podconfig.StaticPodOptions{NodeName: "n", Source: kubetypes.SourceFile, Origin: n})
 		if err != nil || len(pods) != 1 {
 			t.Errorf("%s: %v", n, err)
 			continue

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -112,7 +113,7 @@ func TestManifestsDecode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pods, err := podconfig.DecodeStaticPods(data, podconfig.StaticPodOptions{NodeName: "e2ebench", Source: podconfig.SourceFile, Origin: n})
+		pods, err := podconfig.DecodeStaticPods(data, podconfig.StaticPodOptions{NodeName: "e2ebench", Source: kubetypes.SourceFile, Origin: n})
 		if err != nil || len(pods) != 1 {
 			t.Fatalf("%s: %v", n, err)
 		}

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/nodestatus/apiserver"
-	"github.com/nodekit/nodekit/podconfig"
 )
 
 // A static pod gets a mirror pod in the API server, and its status is
@@ -18,7 +18,7 @@ func ExamplePodStatusSink() {
 	ctx := context.Background()
 	client := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid"}})
 	static := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: "kube-system", UID: "static-uid",
-		Annotations: map[string]string{podconfig.ConfigSourceAnnotation: podconfig.SourceFile, podconfig.ConfigHashAnnotation: "abc"}}}
+		Annotations: map[string]string{kubetypes.ConfigSourceAnnotation: kubetypes.SourceFile, kubetypes.ConfigHashAnnotation: "abc"}}}
 
 	mirrors, _ := apiserver.NewMirrorClient(apiserver.MirrorClientConfig{Client: client, NodeName: "node-1"})
 	sink, _ := apiserver.NewPodStatusSink(apiserver.PodStatusSinkConfig{Client: client})
@@ -29,6 +29,6 @@ func ExamplePodStatusSink() {
 		fmt.Println(err)
 	}
 	mirror, _ := client.CoreV1().Pods("kube-system").Get(ctx, "etcd", metav1.GetOptions{})
-	fmt.Println(mirror.Annotations[podconfig.ConfigMirrorAnnotation], mirror.OwnerReferences[0].Kind, mirror.Status.Phase)
+	fmt.Println(mirror.Annotations[kubetypes.ConfigMirrorAnnotation], mirror.OwnerReferences[0].Kind, mirror.Status.Phase)
 	// Output: abc Node Running
 }

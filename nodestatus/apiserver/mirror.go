@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // MirrorClientConfig configures a MirrorClient.
@@ -118,7 +118,7 @@ func MirrorPod(static *v1.Pod, nodeName string, nodeUID types.UID) *v1.Pod {
 	for k, v := range static.Annotations {
 		p.Annotations[k] = v
 	}
-	p.Annotations[podconfig.ConfigMirrorAnnotation] = static.Annotations[podconfig.ConfigHashAnnotation]
+	p.Annotations[kubetypes.ConfigMirrorAnnotation] = static.Annotations[kubetypes.ConfigHashAnnotation]
 	p.Spec.NodeName = nodeName
 	return p
 }
@@ -136,13 +136,13 @@ func (m *MirrorClient) SyncMirrorPods(ctx context.Context, pods []*v1.Pod) error
 	}
 	mirrors := make(map[string]*v1.Pod)
 	for i := range list.Items {
-		if p := &list.Items[i]; isMirrorPod(p) {
+		if p := &list.Items[i]; kubetypes.IsMirrorPod(p) {
 			mirrors[fullName(p)] = p
 		}
 	}
 	statics := make(map[string]*v1.Pod)
 	for _, p := range pods {
-		if p != nil && isStaticPod(p) && !isMirrorPod(p) {
+		if p != nil && kubetypes.IsStaticPod(p) && !kubetypes.IsMirrorPod(p) {
 			statics[fullName(p)] = p
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func newMirrorClient(t *testing.T, cfg MirrorClientConfig, objs ...*v1.Pod) (*MirrorClient, *fake.Clientset) {
@@ -54,7 +54,7 @@ func TestMirrorClientCreatesMirror(t *testing.T) {
 		t.Fatalf("creates = %d, want 1 (the API pod needs no mirror)", n)
 	}
 	got := getPod(t, c, "etcd")
-	if got.Annotations[podconfig.ConfigMirrorAnnotation] != "h1" || got.Labels["app"] != "etcd" {
+	if got.Annotations[kubetypes.ConfigMirrorAnnotation] != "h1" || got.Labels["app"] != "etcd" {
 		t.Fatalf("mirror meta = %+v", got.ObjectMeta)
 	}
 	if got.Spec.NodeName != nodeName || len(got.Spec.Containers) != 1 {
@@ -64,7 +64,7 @@ func TestMirrorClientCreatesMirror(t *testing.T) {
 	if len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != nodeName || refs[0].UID != "node-uid" || refs[0].APIVersion != "v1" || refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion != nil {
 		t.Fatalf("owner references = %+v", refs)
 	}
-	if static.Annotations[podconfig.ConfigMirrorAnnotation] != "" {
+	if static.Annotations[kubetypes.ConfigMirrorAnnotation] != "" {
 		t.Fatal("the static pod was modified")
 	}
 	// In sync: nothing more happens.
@@ -86,7 +86,7 @@ func TestMirrorClientRecreatesStaleAndDeletesOrphans(t *testing.T) {
 	if err := m.SyncMirrorPods(t.Context(), []*v1.Pod{staticPod("etcd", "h1")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := getPod(t, c, "etcd").Annotations[podconfig.ConfigMirrorAnnotation]; got != "h1" {
+	if got := getPod(t, c, "etcd").Annotations[kubetypes.ConfigMirrorAnnotation]; got != "h1" {
 		t.Fatalf("mirror hash = %q, want h1", got)
 	}
 	if _, err := c.CoreV1().Pods("default").Get(t.Context(), "old", metav1.GetOptions{}); err == nil {

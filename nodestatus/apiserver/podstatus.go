@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -72,22 +72,10 @@ func NewPodStatusSink(cfg PodStatusSinkConfig) (*PodStatusSink, error) {
 	return &PodStatusSink{cfg: cfg, log: cfg.Logger.Named("nodestatus.apiserver.pods"), sent: make(map[types.UID]v1.PodStatus)}, nil
 }
 
-// isStaticPod: the pod came from a source other than the API server.
-func isStaticPod(pod *v1.Pod) bool {
-	src, ok := pod.Annotations[podconfig.ConfigSourceAnnotation]
-	return ok && src != podconfig.SourceAPI
-}
-
-// isMirrorPod: the pod is the API server's mirror of a static pod.
-func isMirrorPod(pod *v1.Pod) bool {
-	_, ok := pod.Annotations[podconfig.ConfigMirrorAnnotation]
-	return ok
-}
-
 // isMirrorOf reports whether mirror is the current mirror pod of the static pod.
 func isMirrorOf(mirror, static *v1.Pod) bool {
-	hash, ok := mirror.Annotations[podconfig.ConfigMirrorAnnotation]
-	return ok && hash == static.Annotations[podconfig.ConfigHashAnnotation] && mirror.DeletionTimestamp == nil
+	hash, ok := mirror.Annotations[kubetypes.ConfigMirrorAnnotation]
+	return ok && hash == static.Annotations[kubetypes.ConfigHashAnnotation] && mirror.DeletionTimestamp == nil
 }
 
 func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
@@ -100,12 +88,12 @@ func (s *PodStatusSink) SyncPodStatus(ctx context.Context, pod *v1.Pod, status v
 	if pod == nil {
 		return fmt.Errorf("%w: nil pod", ErrInvalidPod)
 	}
-	if isMirrorPod(pod) {
+	if kubetypes.IsMirrorPod(pod) {
 		return nil // the agent never reports on a mirror pod directly
 	}
 	pods := s.cfg.Client.CoreV1().Pods(pod.Namespace)
 	uid := pod.UID
-	static := isStaticPod(pod)
+	static := kubetypes.IsStaticPod(pod)
 	if !static {
 		s.mu.Lock()
 		last, ok := s.sent[uid]
@@ -224,7 +212,7 @@ func (s *PodStatusSink) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	if pod == nil {
 		return fmt.Errorf("%w: nil pod", ErrInvalidPod)
 	}
-	if isMirrorPod(pod) || isStaticPod(pod) {
+	if kubetypes.IsMirrorPod(pod) || kubetypes.IsStaticPod(pod) {
 		return nil
 	}
 	zero := int64(0)

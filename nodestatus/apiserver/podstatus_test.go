@@ -15,13 +15,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func apiPod(name string, uid types.UID) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uid,
-			Annotations: map[string]string{podconfig.ConfigSourceAnnotation: podconfig.SourceAPI}},
+			Annotations: map[string]string{kubetypes.ConfigSourceAnnotation: kubetypes.SourceAPI}},
 		Spec:   v1.PodSpec{NodeName: nodeName, Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
 		Status: v1.PodStatus{Phase: v1.PodPending},
 	}
@@ -29,7 +29,7 @@ func apiPod(name string, uid types.UID) *v1.Pod {
 
 func staticPod(name, hash string) *v1.Pod {
 	p := apiPod(name, types.UID("static-"+hash))
-	p.Annotations = map[string]string{podconfig.ConfigSourceAnnotation: podconfig.SourceFile, podconfig.ConfigHashAnnotation: hash}
+	p.Annotations = map[string]string{kubetypes.ConfigSourceAnnotation: kubetypes.SourceFile, kubetypes.ConfigHashAnnotation: hash}
 	return p
 }
 

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Config configures a Source.
@@ -31,7 +31,7 @@ type Config struct {
 	NodeName string
 	// Out receives a SET with the node's full pod list after every change.
 	// Required.
-	Out chan<- podconfig.PodUpdate
+	Out chan<- kubetypes.PodUpdate
 	// Resync, if positive, makes the reflector resync its store at this
 	// period (it sends nothing by itself; the kubelet uses 0). Default 0.
 	Resync time.Duration
@@ -54,7 +54,7 @@ type Config struct {
 type Source struct {
 	client   kubernetes.Interface
 	nodeName string
-	out      chan<- podconfig.PodUpdate
+	out      chan<- kubetypes.PodUpdate
 	resync   time.Duration
 	backoff  *wait.Backoff
 	clock    clock.Clock
@@ -158,7 +158,7 @@ func retryBackoff(limit time.Duration) *wait.Backoff {
 type podStore struct {
 	ctx      context.Context
 	nodeName string
-	out      chan<- podconfig.PodUpdate
+	out      chan<- kubetypes.PodUpdate
 	log      *zap.Logger
 
 	mu    sync.Mutex
@@ -167,7 +167,7 @@ type podStore struct {
 
 var _ cache.ReflectorStore = (*podStore)(nil)
 
-func newPodStore(ctx context.Context, nodeName string, out chan<- podconfig.PodUpdate, log *zap.Logger) *podStore {
+func newPodStore(ctx context.Context, nodeName string, out chan<- kubetypes.PodUpdate, log *zap.Logger) *podStore {
 	return &podStore{
 		ctx:      ctx,
 		nodeName: nodeName,
@@ -237,7 +237,7 @@ func (s *podStore) sendLocked() error {
 		return pods[i].Name < pods[j].Name
 	})
 	select {
-	case s.out <- podconfig.PodUpdate{Pods: pods, Op: podconfig.SET, Source: podconfig.SourceAPI}:
+	case s.out <- kubetypes.PodUpdate{Pods: pods, Op: kubetypes.SET, Source: kubetypes.SourceAPI}:
 		return nil
 	case <-s.ctx.Done():
 		return s.ctx.Err()

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,7 +26,7 @@ func pod(ns, name, node, image string) *v1.Pod {
 	}
 }
 
-func names(u podconfig.PodUpdate) string {
+func names(u kubetypes.PodUpdate) string {
 	var out []string
 	for _, p := range u.Pods {
 		out = append(out, p.Namespace+"/"+p.Name+"@"+p.Spec.Containers[0].Image)
@@ -36,9 +36,9 @@ func names(u podconfig.PodUpdate) string {
 
 // start runs a Source on client and returns its Out and a stop function
 // that cancels Run and waits for it to return.
-func start(t *testing.T, client *fake.Clientset) (<-chan podconfig.PodUpdate, func()) {
+func start(t *testing.T, client *fake.Clientset) (<-chan kubetypes.PodUpdate, func()) {
 	t.Helper()
-	out := make(chan podconfig.PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	s, err := New(Config{Client: client, NodeName: "node1", Out: out})
 	if err != nil {
 		t.Fatal(err)
@@ -61,17 +61,17 @@ func start(t *testing.T, client *fake.Clientset) (<-chan podconfig.PodUpdate, fu
 	return out, stop
 }
 
-func next(t *testing.T, out <-chan podconfig.PodUpdate) podconfig.PodUpdate {
+func next(t *testing.T, out <-chan kubetypes.PodUpdate) kubetypes.PodUpdate {
 	t.Helper()
 	select {
 	case u := <-out:
-		if u.Op != podconfig.SET || u.Source != podconfig.SourceAPI {
+		if u.Op != kubetypes.SET || u.Source != kubetypes.SourceAPI {
 			t.Fatalf("update %v/%s, want SET/api", u.Op, u.Source)
 		}
 		return u
 	case <-time.After(30 * time.Second):
 		t.Fatal("no update within 30s")
-		return podconfig.PodUpdate{}
+		return kubetypes.PodUpdate{}
 	}
 }
 
@@ -171,7 +171,7 @@ func TestStopWhileOutFull(t *testing.T) {
 }
 
 func TestRunTwice(t *testing.T) {
-	out := make(chan podconfig.PodUpdate, 1)
+	out := make(chan kubetypes.PodUpdate, 1)
 	s, err := New(Config{Client: fake.NewClientset(), NodeName: "node1", Out: out})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestRunTwice(t *testing.T) {
 }
 
 func TestNewConfigErrors(t *testing.T) {
-	out := make(chan podconfig.PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	c := fake.NewClientset()
 	for _, tc := range []struct {
 		cfg   Config

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig/apiserver"
 )
 
@@ -17,7 +17,7 @@ func Example() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 		Spec:       v1.PodSpec{NodeName: "node-1"},
 	})
-	out := make(chan podconfig.PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	src, err := apiserver.New(apiserver.Config{Client: client, NodeName: "node-1", Out: out})
 	if err != nil {
 		panic(err)

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // The reflector's retries themselves are not tested here on a synctest
@@ -23,7 +23,7 @@ func TestRetryBackoff(t *testing.T) {
 	if b := retryBackoff(300 * time.Millisecond); b.Duration != 300*time.Millisecond || b.Cap != 300*time.Millisecond {
 		t.Errorf("retryBackoff(300ms) = %+v", b)
 	}
-	if _, err := New(Config{Client: fake.NewClientset(), NodeName: "n", Out: make(chan podconfig.PodUpdate), MaxRetryBackoff: -1}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(Config{Client: fake.NewClientset(), NodeName: "n", Out: make(chan kubetypes.PodUpdate), MaxRetryBackoff: -1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("negative MaxRetryBackoff: %v", err)
 	}
 }

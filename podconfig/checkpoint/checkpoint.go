@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // DefaultReplayAfter is how long Run waits for the live source before it
@@ -34,7 +34,7 @@ type Config struct {
 	Source string
 	// Out receives the source's updates (after they are persisted) and the
 	// replayed set. Required.
-	Out chan<- podconfig.PodUpdate
+	Out chan<- kubetypes.PodUpdate
 	// ReplayAfter is how long Run waits for the live source's first update
 	// before replaying the persisted set. Zero means DefaultReplayAfter; a
 	// negative value replays as soon as Run starts.
@@ -53,12 +53,12 @@ type Source struct {
 	dir         string
 	source      string
 	file        string
-	out         chan<- podconfig.PodUpdate
+	out         chan<- kubetypes.PodUpdate
 	replayAfter time.Duration
 	clock       clock.Clock
 	log         *zap.Logger
 	fs          ckpt.FS
-	in          chan podconfig.PodUpdate
+	in          chan kubetypes.PodUpdate
 
 	// lock is a one-slot semaphore (so waiting respects a context); it
 	// guards the fields below and orders sends to Out.
@@ -92,7 +92,7 @@ func New(cfg Config) (*Source, error) {
 		clock:       cfg.Clock,
 		log:         cfg.Logger,
 		fs:          cfg.FS,
-		in:          make(chan podconfig.PodUpdate),
+		in:          make(chan kubetypes.PodUpdate),
 		lock:        make(chan struct{}, 1),
 	}
 	if s.replayAfter == 0 {
@@ -112,7 +112,7 @@ func New(cfg Config) (*Source, error) {
 }
 
 // In is the channel the wrapped source sends to. Run reads it.
-func (s *Source) In() chan<- podconfig.PodUpdate { return s.in }
+func (s *Source) In() chan<- kubetypes.PodUpdate { return s.in }
 
 // FileName is the checkpoint file's name inside Dir.
 func (s *Source) FileName() string { return s.file }
@@ -134,7 +134,7 @@ func (s *Source) release() { <-s.lock }
 // UID; REMOVE drops them. A failed write is logged and returned (wrapping
 // ErrPersist) but u is forwarded anyway: live data goes first. From the
 // first call on, Replay does nothing.
-func (s *Source) Handle(ctx context.Context, u podconfig.PodUpdate) error {
+func (s *Source) Handle(ctx context.Context, u kubetypes.PodUpdate) error {
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
@@ -156,8 +156,8 @@ func (s *Source) Handle(ctx context.Context, u podconfig.PodUpdate) error {
 	return perr
 }
 
-func applyUpdate(cur []*v1.Pod, u podconfig.PodUpdate) []*v1.Pod {
-	if u.Op == podconfig.SET {
+func applyUpdate(cur []*v1.Pod, u kubetypes.PodUpdate) []*v1.Pod {
+	if u.Op == kubetypes.SET {
 		return append([]*v1.Pod(nil), u.Pods...)
 	}
 	touched := make(map[string]*v1.Pod, len(u.Pods))
@@ -170,14 +170,14 @@ func applyUpdate(cur []*v1.Pod, u podconfig.PodUpdate) []*v1.Pod {
 	for _, p := range cur {
 		if np, ok := touched[string(p.UID)]; ok {
 			delete(touched, string(p.UID))
-			if u.Op == podconfig.REMOVE {
+			if u.Op == kubetypes.REMOVE {
 				continue
 			}
 			p = np
 		}
 		next = append(next, p)
 	}
-	if u.Op != podconfig.REMOVE {
+	if u.Op != kubetypes.REMOVE {
 		for _, p := range u.Pods { // keep the update's order for new pods
 			if p != nil && touched[string(p.UID)] == p {
 				next = append(next, p)
@@ -235,7 +235,7 @@ func (s *Source) Replay(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	select {
-	case s.out <- podconfig.PodUpdate{Pods: pods, Op: podconfig.SET, Source: s.source}:
+	case s.out <- kubetypes.PodUpdate{Pods: pods, Op: kubetypes.SET, Source: s.source}:
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}

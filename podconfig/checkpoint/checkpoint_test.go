@@ -20,7 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,7 +44,7 @@ func t0() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 type harness struct {
 	src   *Source
-	out   chan podconfig.PodUpdate
+	out   chan kubetypes.PodUpdate
 	clock *clocktesting.FakeClock
 	logs  *observer.ObservedLogs
 	stop  func()
@@ -74,8 +74,8 @@ func run(t *testing.T, dir string, replayAfter time.Duration) *harness {
 func newHarness(t *testing.T, dir string, replayAfter time.Duration, fsys ckpt.FS) *harness {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
-	h := &harness{out: make(chan podconfig.PodUpdate, 10), clock: clocktesting.NewFakeClock(t0()), logs: logs}
-	src, err := New(Config{Dir: dir, Source: podconfig.SourceHTTP, Out: h.out, ReplayAfter: replayAfter, Clock: h.clock, Logger: zap.New(core), FS: fsys})
+	h := &harness{out: make(chan kubetypes.PodUpdate, 10), clock: clocktesting.NewFakeClock(t0()), logs: logs}
+	src, err := New(Config{Dir: dir, Source: kubetypes.SourceHTTP, Out: h.out, ReplayAfter: replayAfter, Clock: h.clock, Logger: zap.New(core), FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +83,14 @@ func newHarness(t *testing.T, dir string, replayAfter time.Duration, fsys ckpt.F
 	return h
 }
 
-func (h *harness) recv(t *testing.T) podconfig.PodUpdate {
+func (h *harness) recv(t *testing.T) kubetypes.PodUpdate {
 	t.Helper()
 	select {
 	case u := <-h.out:
 		return u
 	case <-time.After(30 * time.Second):
 		t.Fatal("no update within 30s")
-		return podconfig.PodUpdate{}
+		return kubetypes.PodUpdate{}
 	}
 }
 
@@ -111,7 +111,7 @@ func (h *harness) waitTimer() {
 }
 
 // send hands u to the wrapper's In and waits for the forwarded copy.
-func (h *harness) send(t *testing.T, u podconfig.PodUpdate) podconfig.PodUpdate {
+func (h *harness) send(t *testing.T, u kubetypes.PodUpdate) kubetypes.PodUpdate {
 	t.Helper()
 	h.src.In() <- u
 	return h.recv(t)
@@ -121,8 +121,8 @@ func TestRestartWithSourceDownReplays(t *testing.T) {
 	dir := t.TempDir()
 	h := run(t, dir, -1)
 	// Nothing persisted yet: an immediate replay sends nothing.
-	got := h.send(t, podconfig.PodUpdate{Op: podconfig.SET, Source: "whatever", Pods: []*v1.Pod{pod("a"), pod("b")}})
-	if got.Op != podconfig.SET || got.Source != podconfig.SourceHTTP || names(got.Pods) != "a/uid-a,b/uid-b" {
+	got := h.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Source: "whatever", Pods: []*v1.Pod{pod("a"), pod("b")}})
+	if got.Op != kubetypes.SET || got.Source != kubetypes.SourceHTTP || names(got.Pods) != "a/uid-a,b/uid-b" {
 		t.Fatalf("forwarded %v/%s %s", got.Op, got.Source, names(got.Pods))
 	}
 	h.stop()
@@ -133,14 +133,14 @@ func TestRestartWithSourceDownReplays(t *testing.T) {
 	// "Reboot" without network: a new wrapper on the same dir replays.
 	h2 := run(t, dir, -1)
 	u := h2.recv(t)
-	if u.Op != podconfig.SET || u.Source != podconfig.SourceHTTP || names(u.Pods) != "a/uid-a,b/uid-b" {
+	if u.Op != kubetypes.SET || u.Source != kubetypes.SourceHTTP || names(u.Pods) != "a/uid-a,b/uid-b" {
 		t.Fatalf("replayed %v/%s %s", u.Op, u.Source, names(u.Pods))
 	}
 	if u.Pods[0].Spec.NodeName != "node1" || u.Pods[0].Spec.Containers[0].Image != "img" {
 		t.Fatalf("replayed pod lost its spec: %+v", u.Pods[0].Spec)
 	}
 	// The live source comes back with other pods: its SET is forwarded.
-	if got := h2.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod("c")}}); names(got.Pods) != "c/uid-c" {
+	if got := h2.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{pod("c")}}); names(got.Pods) != "c/uid-c" {
 		t.Fatalf("live after replay = %s", names(got.Pods))
 	}
 	h2.stop()
@@ -167,7 +167,7 @@ func TestReplayWaitsReplayAfter(t *testing.T) {
 		t.Fatalf("replayed %s", names(u.Pods))
 	}
 	// The live source's first SET follows the replay and wins.
-	if got := h.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{}}); len(got.Pods) != 0 {
+	if got := h.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{}}); len(got.Pods) != 0 {
 		t.Fatalf("live = %s", names(got.Pods))
 	}
 	// Replay is once only.
@@ -185,13 +185,13 @@ func TestLiveBeforeReplayWins(t *testing.T) {
 	}
 	h := run(t, dir, 10*time.Second)
 	h.waitTimer()
-	if got := h.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod("new")}}); names(got.Pods) != "new/uid-new" {
+	if got := h.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{pod("new")}}); names(got.Pods) != "new/uid-new" {
 		t.Fatalf("live = %s", names(got.Pods))
 	}
 	h.clock.Step(time.Minute)
 	// Whenever Run handles the fired timer, before or after this second
 	// live update, it must not replay.
-	if got := h.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod("new"), pod("x")}}); names(got.Pods) != "new/uid-new,x/uid-x" {
+	if got := h.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{pod("new"), pod("x")}}); names(got.Pods) != "new/uid-new,x/uid-x" {
 		t.Fatalf("second live = %s", names(got.Pods))
 	}
 	h.expectNone(t)
@@ -202,7 +202,7 @@ func TestLiveBeforeReplayWins(t *testing.T) {
 }
 
 func ckptWrite(dir string, pods ...*v1.Pod) error {
-	s, err := New(Config{Dir: dir, Source: podconfig.SourceHTTP, Out: make(chan podconfig.PodUpdate)})
+	s, err := New(Config{Dir: dir, Source: kubetypes.SourceHTTP, Out: make(chan kubetypes.PodUpdate)})
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func TestCorruptFileSetAsideAndStartsEmpty(t *testing.T) {
 				t.Fatalf("no warning logged: %v", h.logs.All())
 			}
 			// The source works normally afterwards.
-			if err := h.src.Handle(t.Context(), podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod("b")}}); err != nil {
+			if err := h.src.Handle(t.Context(), kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{pod("b")}}); err != nil {
 				t.Fatal(err)
 			}
 			h.recv(t)
@@ -294,7 +294,7 @@ func TestWriteFailureStillForwardsAndKeepsOldFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, dir, -1, failingFS{})
-	err := h.src.Handle(t.Context(), podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod("new")}})
+	err := h.src.Handle(t.Context(), kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{pod("new")}})
 	if !errors.Is(err, ErrPersist) {
 		t.Fatalf("Handle = %v, want ErrPersist", err)
 	}
@@ -316,11 +316,11 @@ func TestIncrementalOpsPersistTheSet(t *testing.T) {
 	ctx := t.Context()
 	b2 := pod("b")
 	b2.Spec.Containers[0].Image = "img:2"
-	for _, u := range []podconfig.PodUpdate{
-		{Op: podconfig.SET, Pods: []*v1.Pod{pod("a")}},
-		{Op: podconfig.ADD, Pods: []*v1.Pod{pod("b"), pod("c")}},
-		{Op: podconfig.UPDATE, Pods: []*v1.Pod{b2}},
-		{Op: podconfig.REMOVE, Pods: []*v1.Pod{pod("a")}},
+	for _, u := range []kubetypes.PodUpdate{
+		{Op: kubetypes.SET, Pods: []*v1.Pod{pod("a")}},
+		{Op: kubetypes.ADD, Pods: []*v1.Pod{pod("b"), pod("c")}},
+		{Op: kubetypes.UPDATE, Pods: []*v1.Pod{b2}},
+		{Op: kubetypes.REMOVE, Pods: []*v1.Pod{pod("a")}},
 	} {
 		if err := h.src.Handle(ctx, u); err != nil {
 			t.Fatal(err)
@@ -345,7 +345,7 @@ func TestStopWhileOutBlocked(t *testing.T) {
 	if err := ckptWrite(dir, pod("a")); err != nil {
 		t.Fatal(err)
 	}
-	out := make(chan podconfig.PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	s, err := New(Config{Dir: dir, Source: "file", Out: out, ReplayAfter: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestStopWhileOutBlocked(t *testing.T) {
 }
 
 func TestNewConfigErrors(t *testing.T) {
-	out := make(chan podconfig.PodUpdate)
+	out := make(chan kubetypes.PodUpdate)
 	for _, c := range []struct {
 		cfg   Config
 		field string

@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
 )
 
@@ -22,13 +22,13 @@ func Example() {
 	defer cancel()
 
 	// First boot: the source delivers a set; it is persisted, then forwarded.
-	out := make(chan podconfig.PodUpdate, 1)
-	first, err := checkpoint.New(checkpoint.Config{Dir: dir, Source: podconfig.SourceHTTP, Out: out})
+	out := make(chan kubetypes.PodUpdate, 1)
+	first, err := checkpoint.New(checkpoint.Config{Dir: dir, Source: kubetypes.SourceHTTP, Out: out})
 	if err != nil {
 		panic(err)
 	}
 	web := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-edge-1", UID: "1234"}}
-	if err := first.Handle(ctx, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{web}}); err != nil {
+	if err := first.Handle(ctx, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{web}}); err != nil {
 		panic(err)
 	}
 	u := <-out
@@ -36,7 +36,7 @@ func Example() {
 
 	// Reboot without network: the source never delivers, the persisted set
 	// is replayed (Run does this after ReplayAfter).
-	second, err := checkpoint.New(checkpoint.Config{Dir: dir, Source: podconfig.SourceHTTP, Out: out})
+	second, err := checkpoint.New(checkpoint.Config{Dir: dir, Source: kubetypes.SourceHTTP, Out: out})
 	if err != nil {
 		panic(err)
 	}

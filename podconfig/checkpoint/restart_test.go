@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // runOn starts Run on a harness whose fake clock reads start.
@@ -55,7 +55,7 @@ func TestClockJumpsNeverStallReplay(t *testing.T) {
 
 	// Written "now", with pods created now and in 2020.
 	h := runOn(t, dir, now, -1)
-	h.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{stamped("a", now), stamped("b", now.AddDate(-6, 0, 0))}})
+	h.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{stamped("a", now), stamped("b", now.AddDate(-6, 0, 0))}})
 	h.stop()
 
 	// Boot in 1970: the replay timer runs on the 1970 clock.
@@ -67,7 +67,7 @@ func TestClockJumpsNeverStallReplay(t *testing.T) {
 	// jump) with every pod, none dropped for a timestamp "in the future".
 	h2.clock.SetTime(now)
 	u := h2.recv(t)
-	if u.Op != podconfig.SET || names(u.Pods) != "a/uid-a,b/uid-b" {
+	if u.Op != kubetypes.SET || names(u.Pods) != "a/uid-a,b/uid-b" {
 		t.Fatalf("replay after the jump: %v %s", u.Op, names(u.Pods))
 	}
 	if !u.Pods[0].CreationTimestamp.Time.Equal(now) {
@@ -76,9 +76,9 @@ func TestClockJumpsNeverStallReplay(t *testing.T) {
 	// Forward a year, then back to 1970: live updates are persisted
 	// through both jumps.
 	h2.clock.SetTime(now.AddDate(1, 0, 0))
-	h2.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{stamped("c", now.AddDate(1, 0, 0))}})
+	h2.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{stamped("c", now.AddDate(1, 0, 0))}})
 	h2.clock.SetTime(epoch)
-	h2.send(t, podconfig.PodUpdate{Op: podconfig.ADD, Pods: []*v1.Pod{stamped("d", epoch)}})
+	h2.send(t, kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{stamped("d", epoch)}})
 	h2.stop()
 	if h2.logs.FilterMessage("replayed persisted pods").Len() != 1 { // logged after the send: checked once Run is done
 		t.Errorf("replay not logged: %v", h2.logs.All())
@@ -108,7 +108,7 @@ func TestClockBackBeforeReplay(t *testing.T) {
 	h.waitTimer()
 	h.clock.SetTime(time.Unix(0, 0))
 	h.expectNone(t)
-	if got := h.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod("live")}}); names(got.Pods) != "live/uid-live" {
+	if got := h.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{pod("live")}}); names(got.Pods) != "live/uid-live" {
 		t.Fatalf("live = %s", names(got.Pods))
 	}
 	h.clock.SetTime(now.Add(time.Hour))
@@ -169,7 +169,7 @@ func TestCorruptAtRestartStartsAndSaysSo(t *testing.T) {
 
 	h := runOn(t, dir, time.Unix(0, 0), -1)
 	h.expectNone(t)
-	h.send(t, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod("fresh")}})
+	h.send(t, kubetypes.PodUpdate{Op: kubetypes.SET, Pods: []*v1.Pod{pod("fresh")}})
 	warn := h.logs.FilterMessageSnippet("set aside").FilterLevelExact(zapcore.WarnLevel)
 	if warn.Len() != 1 || warn.All()[0].ContextMap()["moved_to"] != path+".corrupt.1" {
 		t.Fatalf("warning: %v", h.logs.All())
@@ -194,7 +194,7 @@ func TestCorruptLatestFallsBackToPrevious(t *testing.T) {
 	dir := t.TempDir()
 	h := newHarness(t, dir, -1, nil)
 	for _, set := range [][]*v1.Pod{{pod("a")}, {pod("a"), pod("b")}} {
-		if err := h.src.Handle(t.Context(), podconfig.PodUpdate{Op: podconfig.SET, Pods: set}); err != nil {
+		if err := h.src.Handle(t.Context(), kubetypes.PodUpdate{Op: kubetypes.SET, Pods: set}); err != nil {
 			t.Fatal(err)
 		}
 		h.recv(t)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -156,7 +157,7 @@ func isNotFound(err error) bool {
 	return errors.As(err, &se) && se.GRPCStatus().Code() == codes.NotFound
 }
 
-func describe(st *runtime.PodStatus) string {
+func describe(st *kubetypes.PodStatus) string {
 	if st == nil {
 		return "<nil>"
 	}

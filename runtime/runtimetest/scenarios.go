@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -41,10 +42,10 @@ func (e *Endpoint) manager(t *testing.T) *runtime.Manager {
 // syncUntil runs the kubelet's loop for one pod (status, SyncPod, wait a tick)
 // until cond holds on the pod's status.
 func (e *Endpoint) syncUntil(t *testing.T, m *runtime.Manager, pod *v1.Pod, limit time.Duration, what string,
-	each func(*runtime.PodStatus, runtime.SyncResult), cond func(*runtime.PodStatus) bool) *runtime.PodStatus {
+	each func(*kubetypes.PodStatus, kubetypes.SyncResult), cond func(*kubetypes.PodStatus) bool) *kubetypes.PodStatus {
 	t.Helper()
 	ctx := t.Context()
-	var st *runtime.PodStatus
+	var st *kubetypes.PodStatus
 	e.eventually(t, limit, what, func() (bool, string) {
 		var err error
 		st, err = m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
@@ -80,7 +81,7 @@ func (e *Endpoint) cleanupPod(t *testing.T, m *runtime.Manager, pod *v1.Pod) {
 	})
 }
 
-func (e *Endpoint) runningPod(t *testing.T, ctx context.Context, m *runtime.Manager, pod *v1.Pod) *runtime.Pod {
+func (e *Endpoint) runningPod(t *testing.T, ctx context.Context, m *runtime.Manager, pod *v1.Pod) *kubetypes.Pod {
 	pods, err := m.GetPods(ctx, true)
 	if err != nil {
 		t.Errorf("GetPods: %v", err)
@@ -94,7 +95,7 @@ func (e *Endpoint) runningPod(t *testing.T, ctx context.Context, m *runtime.Mana
 	return nil
 }
 
-func state(st *runtime.PodStatus, name string) runtime.ContainerState {
+func state(st *kubetypes.PodStatus, name string) kubetypes.ContainerState {
 	if cs := st.FindContainerStatusByName(name); cs != nil {
 		return cs.State
 	}
@@ -109,11 +110,11 @@ func testInitThenApps(t *testing.T, e *Endpoint) {
 	pod.Spec.InitContainers = []v1.Container{e.busybox("init", "sh", "-c", "exit 0")}
 	e.cleanupPod(t, m, pod)
 
-	st := e.syncUntil(t, m, pod, 60*time.Second, "init done and both apps running", nil, func(st *runtime.PodStatus) bool {
-		return state(st, "app1") == runtime.ContainerStateRunning && state(st, "app2") == runtime.ContainerStateRunning
+	st := e.syncUntil(t, m, pod, 60*time.Second, "init done and both apps running", nil, func(st *kubetypes.PodStatus) bool {
+		return state(st, "app1") == kubetypes.ContainerStateRunning && state(st, "app2") == kubetypes.ContainerStateRunning
 	})
 	init := st.FindContainerStatusByName("init")
-	if init == nil || init.State != runtime.ContainerStateExited || init.ExitCode != 0 {
+	if init == nil || init.State != kubetypes.ContainerStateExited || init.ExitCode != 0 {
 		t.Fatalf("init container: %+v, want exited 0", init)
 	}
 	for _, name := range []string{"app1", "app2"} {
@@ -155,9 +156,9 @@ func testOnFailureBackOff(t *testing.T, e *Endpoint) {
 
 	seen := map[string]*instance{}
 	sawBackOff := false
-	collect := func(st *runtime.PodStatus) []*instance {
+	collect := func(st *kubetypes.PodStatus) []*instance {
 		for _, cs := range st.ContainerStatuses {
-			if cs.Name != "fails" || cs.State != runtime.ContainerStateExited {
+			if cs.Name != "fails" || cs.State != kubetypes.ContainerStateExited {
 				continue
 			}
 			if cs.ExitCode != 1 {
@@ -173,7 +174,7 @@ func testOnFailureBackOff(t *testing.T, e *Endpoint) {
 		return out
 	}
 	e.syncUntil(t, m, pod, 3*time.Minute, "four failed instances",
-		func(st *runtime.PodStatus, res runtime.SyncResult) {
+		func(st *kubetypes.PodStatus, res kubetypes.SyncResult) {
 			if errors.Is(res.Err(), runtime.ErrCrashLoopBackOff) {
 				sawBackOff = true
 				if reason, _ := m.Reason(pod.UID, "fails"); reason != "CrashLoopBackOff" {
@@ -181,8 +182,8 @@ func testOnFailureBackOff(t *testing.T, e *Endpoint) {
 				}
 			}
 		},
-		func(st *runtime.PodStatus) bool { return len(collect(st)) >= 4 })
-	inst := collect(&runtime.PodStatus{})
+		func(st *kubetypes.PodStatus) bool { return len(collect(st)) >= 4 })
+	inst := collect(&kubetypes.PodStatus{})
 	if !sawBackOff {
 		t.Errorf("SyncPod never reported ErrCrashLoopBackOff")
 	}
@@ -205,12 +206,12 @@ func testNeverNotRestarted(t *testing.T, e *Endpoint) {
 	m := e.manager(t)
 	pod := e.newPod(t, v1.RestartPolicyNever, 1, e.busybox("once", "sh", "-c", "exit 1"))
 	e.cleanupPod(t, m, pod)
-	e.syncUntil(t, m, pod, 60*time.Second, "the container ran and exited", nil, func(st *runtime.PodStatus) bool {
-		return state(st, "once") == runtime.ContainerStateExited
+	e.syncUntil(t, m, pod, 60*time.Second, "the container ran and exited", nil, func(st *kubetypes.PodStatus) bool {
+		return state(st, "once") == kubetypes.ContainerStateExited
 	})
 	// Keep syncing for 15s of clock time: nothing may be started again.
 	start := e.Clock.Now()
-	var st *runtime.PodStatus
+	var st *kubetypes.PodStatus
 	for e.Clock.Since(start) < 15*time.Second {
 		var err error
 		st, err = m.GetPodStatus(t.Context(), pod.UID, pod.Name, pod.Namespace)
@@ -224,7 +225,7 @@ func testNeverNotRestarted(t *testing.T, e *Endpoint) {
 	for _, cs := range st.ContainerStatuses {
 		if cs.Name == "once" {
 			n++
-			if cs.State != runtime.ContainerStateExited || cs.ExitCode != 1 || cs.RestartCount != 0 {
+			if cs.State != kubetypes.ContainerStateExited || cs.ExitCode != 1 || cs.RestartCount != 0 {
 				t.Errorf("instance %+v, want exited 1 with no restarts", cs)
 			}
 		}
@@ -240,8 +241,8 @@ func testKillPodGrace(t *testing.T, e *Endpoint) {
 		e.busybox("handles", "sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"),
 		e.busybox("ignores", "sh", "-c", "trap '' TERM; sleep 3600"))
 	e.cleanupPod(t, m, pod)
-	e.syncUntil(t, m, pod, 60*time.Second, "both running", nil, func(st *runtime.PodStatus) bool {
-		return state(st, "handles") == runtime.ContainerStateRunning && state(st, "ignores") == runtime.ContainerStateRunning
+	e.syncUntil(t, m, pod, 60*time.Second, "both running", nil, func(st *kubetypes.PodStatus) bool {
+		return state(st, "handles") == kubetypes.ContainerStateRunning && state(st, "ignores") == kubetypes.ContainerStateRunning
 	})
 	// Let the shell install its trap.
 	e.Step(time.Second)
@@ -264,7 +265,7 @@ func testKillPodGrace(t *testing.T, e *Endpoint) {
 		t.Fatal(err)
 	}
 	h, i := st.FindContainerStatusByName("handles"), st.FindContainerStatusByName("ignores")
-	if h.State != runtime.ContainerStateExited || i.State != runtime.ContainerStateExited {
+	if h.State != kubetypes.ContainerStateExited || i.State != kubetypes.ContainerStateExited {
 		t.Fatalf("after KillPod: %s, want both exited", describe(st))
 	}
 	if d := h.FinishedAt.Sub(killStart); d > time.Second+e.Slack {

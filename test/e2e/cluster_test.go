@@ -22,7 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/remote"
 )
@@ -197,7 +197,7 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		hash, mirror := p.Annotations[podconfig.ConfigMirrorAnnotation]
+		hash, mirror := p.Annotations[kubetypes.ConfigMirrorAnnotation]
 		owned := len(p.OwnerReferences) == 1 && p.OwnerReferences[0].Kind == "Node" && p.OwnerReferences[0].Name == name
 		return mirror && hash != "" && owned && p.Status.Phase == v1.PodRunning,
 			fmt.Sprintf("mirror %v owned %v phase %q", mirror, owned, p.Status.Phase)

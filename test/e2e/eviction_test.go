@@ -26,13 +26,13 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/eviction"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // apiSource sends the pod sets it receives as the API server source, so
 // the pods are not static (static pods are never evicted).
 type apiSource struct {
-	out  chan<- podconfig.PodUpdate
+	out  chan<- kubetypes.PodUpdate
 	sets <-chan []*v1.Pod
 }
 
@@ -43,7 +43,7 @@ func (s *apiSource) Run(ctx context.Context) error {
 			return nil
 		case pods := <-s.sets:
 			select {
-			case s.out <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods, Source: podconfig.SourceAPI}:
+			case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods, Source: kubetypes.SourceAPI}:
 			case <-ctx.Done():
 				return nil
 			}
@@ -116,7 +116,7 @@ func evictionTestPod(name, image string, res v1.ResourceList, command string) *v
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "default", UID: types.UID(name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)),
-			Annotations: map[string]string{"kubernetes.io/config.source": podconfig.SourceAPI},
+			Annotations: map[string]string{"kubernetes.io/config.source": kubetypes.SourceAPI},
 		},
 		Spec: v1.PodSpec{
 			NodeName: nodeName, HostNetwork: true, DNSPolicy: v1.DNSDefault, RestartPolicy: v1.RestartPolicyAlways,
@@ -208,7 +208,7 @@ func TestEvictionMemoryPressure(t *testing.T) {
 		WithRootDir(root).
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))).
 		WithStatusSink(statuses).
-		WithPodSource(podconfig.SourceAPI, func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &apiSource{out: out, sets: sets}, nil
 		}).
 		WithContainerManager(mgr).

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volumemgr"
@@ -136,7 +136,7 @@ func removeSandboxesOf(t *testing.T, e *env, uid string) {
 
 // chanSource sends the complete pod set it receives on sets (SET).
 type chanSource struct {
-	out  chan<- podconfig.PodUpdate
+	out  chan<- kubetypes.PodUpdate
 	sets <-chan []*v1.Pod
 }
 
@@ -147,7 +147,7 @@ func (s *chanSource) Run(ctx context.Context) error {
 			return nil
 		case pods := <-s.sets:
 			select {
-			case s.out <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods, Source: "test"}:
+			case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods, Source: "test"}:
 			case <-ctx.Done():
 				return nil
 			}
@@ -187,7 +187,7 @@ func TestVolumes(t *testing.T) {
 		WithRuntimeEndpoint(e.endpoint).
 		WithRootDir(root).
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
-		WithPodSource("test", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+		WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &chanSource{out: out, sets: sets}, nil
 		}).
 		WithVolumes(mgr, mgr).
@@ -324,7 +324,7 @@ func TestVolumesAfterRestart(t *testing.T) {
 			WithRuntimeEndpoint(e.endpoint).
 			WithRootDir(root).
 			WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
-			WithPodSource("test", func(out chan<- podconfig.PodUpdate) (nodekit.PodSource, error) {
+			WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 				return &chanSource{out: out, sets: sets}, nil
 			}).
 			WithVolumes(mgr, mgr).

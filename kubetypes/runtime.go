@@ -1,4 +1,4 @@
-package runtime
+package kubetypes
 
 import (
 	"time"
@@ -7,9 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ContainerState is the state of a container or sandbox as the runtime reports it.
-type ContainerState string
-
+// States of a container or sandbox.
 const (
 	ContainerStateCreated ContainerState = "created"
 	ContainerStateRunning ContainerState = "running"
@@ -17,6 +15,32 @@ const (
 	// ContainerStateUnknown is any state the runtime could not tell.
 	ContainerStateUnknown ContainerState = "unknown"
 )
+
+// Results of a probe.
+const (
+	// ProbeUnknown: no result yet (or no such probe known).
+	ProbeUnknown ProbeResult = iota
+	ProbeSuccess
+	ProbeFailure
+)
+
+// ProbeResult is the latest result of a liveness or startup probe.
+type ProbeResult int
+
+// String names the result.
+func (r ProbeResult) String() string {
+	switch r {
+	case ProbeSuccess:
+		return "Success"
+	case ProbeFailure:
+		return "Failure"
+	default:
+		return "Unknown"
+	}
+}
+
+// ContainerState is the state of a container or sandbox as the runtime reports it.
+type ContainerState string
 
 // Pod is the runtime's view of one pod: the sandboxes and containers that
 // carry its UID in their labels. It is what GetPods returns and what KillPod
