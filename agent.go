@@ -14,14 +14,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/prober"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/containerdevents"
-	"github.com/nodekit/nodekit/runtime/fake"
-	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -40,7 +40,7 @@ type Agent struct {
 	cri       CRI
 	remote    *remote.Client
 	fake      *fake.Runtime
-	mgr       *runtime.Manager
+	mgr       *kuberuntime.Manager
 	podConfig *podconfig.PodConfig
 	sources   []sourceRun
 	pleg      podLifecycle
@@ -68,7 +68,7 @@ type Agent struct {
 }
 
 // Runtime returns the runtime engine (pod -> CRI actions).
-func (a *Agent) Runtime() *runtime.Manager { return a.mgr }
+func (a *Agent) Runtime() *kuberuntime.Manager { return a.mgr }
 
 // CRI returns the container runtime the agent drives.
 func (a *Agent) CRI() CRI { return a.cri }

@@ -16,9 +16,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
-	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -324,7 +324,7 @@ func runningContainerOf(tb testing.TB, rt interface {
 	tb.Helper()
 	cs, err := rt.ListContainers(tb.Context(), &runtimeapi.ContainerFilter{
 		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: map[string]string{runtime.LabelPodName: name},
+		LabelSelector: map[string]string{kuberuntime.LabelPodName: name},
 	})
 	if err != nil || len(cs) != 1 {
 		tb.Fatalf("running containers of %s: %v, %v", name, cs, err)

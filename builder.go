@@ -14,12 +14,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/fake"
-	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -28,8 +28,8 @@ import (
 // *Runtime satisfy it. If it also has Status (the CRI Status call) the sync
 // loop uses it to tell whether the runtime and its network are ready.
 type CRI interface {
-	runtime.RuntimeService
-	runtime.ImageService
+	kuberuntime.RuntimeService
+	kuberuntime.ImageService
 }
 
 // RuntimeStatuser is the optional CRI Status call of a CRI.
@@ -78,13 +78,13 @@ type Builder struct {
 	registerer  prometheus.Registerer
 
 	volumes       syncloop.VolumeHooks
-	mounts        runtime.MountProvider
+	mounts        kuberuntime.MountProvider
 	cgroups       syncloop.CgroupHooks
-	cgroupParents runtime.CgroupParentProvider
+	cgroupParents kuberuntime.CgroupParentProvider
 	probes        syncloop.ProbeHooks
 	probeState    syncloop.ProbeState
-	probeResults  runtime.ProbeResults
-	runtimeEdits  []func(*runtime.Config)
+	probeResults  kuberuntime.ProbeResults
+	runtimeEdits  []func(*kuberuntime.Config)
 	loopEdits     []func(*syncloop.Config)
 	parts         []extraPart
 	// afterBuild finish parts that need the built Agent (the prober needs
@@ -189,7 +189,7 @@ func (b *Builder) WithEventedPLEG() *Builder { b.eventedPLEG = true; return b }
 
 // WithRegisterer registers every part's metrics with r (default none),
 // among them the kubelet's CRI operation metrics: the parts then call the
-// runtime through runtime.Instrument (Agent.CRI still returns the runtime
+// runtime through kuberuntime.Instrument (Agent.CRI still returns the runtime
 // itself). One Registerer serves one Agent: a second Build on it fails.
 func (b *Builder) WithRegisterer(r prometheus.Registerer) *Builder { b.registerer = r; return b }
 
@@ -262,7 +262,7 @@ func (b *Builder) Build() (*Agent, error) {
 	// counts and times every CRI call (kubelet_runtime_operations_*).
 	driven := cri
 	if cri != nil && b.registerer != nil {
-		w, err := runtime.Instrument(runtime.InstrumentConfig{Runtime: cri, Images: cri, Registerer: b.registerer, Clock: clk})
+		w, err := kuberuntime.Instrument(kuberuntime.InstrumentConfig{Runtime: cri, Images: cri, Registerer: b.registerer, Clock: clk})
 		if err != nil {
 			errs = append(errs, partErr("runtime metrics", err))
 		} else {
@@ -273,9 +273,9 @@ func (b *Builder) Build() (*Agent, error) {
 	// The runtime engine. Its PodState comes from the pod workers, which
 	// exist only once the sync loop is built: podState forwards to them.
 	ps := &podState{}
-	var mgr *runtime.Manager
+	var mgr *kuberuntime.Manager
 	if cri != nil {
-		rcfg := runtime.Config{
+		rcfg := kuberuntime.Config{
 			Runtime: driven, Images: driven, PodLogsRoot: logsRoot, NodeName: b.nodeName,
 			PodState: ps, NodeAllocatable: b.allocatable, Clock: clk, Logger: log, Registerer: b.registerer,
 			Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
@@ -286,7 +286,7 @@ func (b *Builder) Build() (*Agent, error) {
 		for _, edit := range b.runtimeEdits {
 			edit(&rcfg)
 		}
-		m, err := runtime.New(rcfg)
+		m, err := kuberuntime.New(rcfg)
 		if err != nil {
 			errs = append(errs, partErr("runtime", err))
 		} else {
@@ -455,9 +455,9 @@ func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.
 
 // orNil gives pleg a non-nil Runtime when the runtime failed to build, so
 // that pleg's own checks still run (the Agent is discarded in that case).
-func orNil(m *runtime.Manager) pleg.Runtime {
+func orNil(m *kuberuntime.Manager) pleg.Runtime {
 	if m == nil {
-		return (*runtime.Manager)(nil)
+		return (*kuberuntime.Manager)(nil)
 	}
 	return m
 }

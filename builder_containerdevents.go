@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
 	"github.com/nodekit/nodekit/pleg"
-	"github.com/nodekit/nodekit/runtime/containerdevents"
 )
 
 // WithContainerdEvents makes the agent follow containerd's own event

@@ -14,8 +14,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/runtime/containerdevents"
 )
 
 func TestWithContainerdEventsNeedsAnEndpoint(t *testing.T) {

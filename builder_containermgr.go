@@ -9,7 +9,7 @@ import (
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/memorymanager"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -49,7 +49,7 @@ func (b *Builder) WithCPUManager(m *cpumanager.Manager) *Builder {
 		ok, reason, msg := m.Admit(pod, active)
 		return syncloop.AdmitResult{Admit: ok, Reason: reason, Message: msg}
 	}))
-	b.WithRuntimeConfig(func(c *runtime.Config) { c.CPUSets = m })
+	b.WithRuntimeConfig(func(c *kuberuntime.Config) { c.CPUSets = m })
 	b.WithPodTerminated(func(_ context.Context, pod *v1.Pod) error { return m.RemovePod(string(pod.UID)) })
 	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
 		a.starters = append(a.starters, func(ctx context.Context) error {

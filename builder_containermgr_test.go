@@ -15,7 +15,7 @@ import (
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/topology"
-	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
 // TestWithContainerAndCPUManagers: the one-call wirings make a Guaranteed

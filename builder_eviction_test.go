@@ -22,9 +22,9 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/fake"
 )
 
 const evMiB = 1 << 20
@@ -77,7 +77,7 @@ func (s *memoryStats) Summary(ctx context.Context) (*eviction.Summary, error) {
 	defer s.mu.Unlock()
 	running := map[types.UID]bool{}
 	for _, c := range cs {
-		running[types.UID(c.Labels[runtime.LabelPodUID])] = true
+		running[types.UID(c.Labels[kuberuntime.LabelPodUID])] = true
 	}
 	sum := &eviction.Summary{}
 	var used uint64

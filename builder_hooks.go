@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -16,7 +16,7 @@ import (
 // WithVolumes sets the volume manager: the sync loop waits on it before a
 // pod's containers start and after they stop, and the runtime takes the
 // containers' mounts from it. Either may be nil.
-func (b *Builder) WithVolumes(hooks syncloop.VolumeHooks, mounts runtime.MountProvider) *Builder {
+func (b *Builder) WithVolumes(hooks syncloop.VolumeHooks, mounts kuberuntime.MountProvider) *Builder {
 	b.volumes, b.mounts = hooks, mounts
 	return b
 }
@@ -24,7 +24,7 @@ func (b *Builder) WithVolumes(hooks syncloop.VolumeHooks, mounts runtime.MountPr
 // WithCgroups sets the container manager: the sync loop makes and removes
 // pod cgroups through hooks, and the runtime places sandboxes under the
 // parent it names. Either may be nil.
-func (b *Builder) WithCgroups(hooks syncloop.CgroupHooks, parents runtime.CgroupParentProvider) *Builder {
+func (b *Builder) WithCgroups(hooks syncloop.CgroupHooks, parents kuberuntime.CgroupParentProvider) *Builder {
 	b.cgroups, b.cgroupParents = hooks, parents
 	return b
 }
@@ -33,14 +33,14 @@ func (b *Builder) WithCgroups(hooks syncloop.CgroupHooks, parents runtime.Cgroup
 // through hooks, the pod status takes readiness and startup from state, and
 // the runtime restarts containers whose liveness or startup probe failed
 // (results). Any may be nil.
-func (b *Builder) WithProbes(hooks syncloop.ProbeHooks, state syncloop.ProbeState, results runtime.ProbeResults) *Builder {
+func (b *Builder) WithProbes(hooks syncloop.ProbeHooks, state syncloop.ProbeState, results kuberuntime.ProbeResults) *Builder {
 	b.probes, b.probeState, b.probeResults = hooks, state, results
 	return b
 }
 
 // WithRuntimeConfig lets the caller adjust the runtime engine's Config
 // (DNS, env sources, GC, seccomp...) after the Builder filled it in.
-func (b *Builder) WithRuntimeConfig(edit func(*runtime.Config)) *Builder {
+func (b *Builder) WithRuntimeConfig(edit func(*kuberuntime.Config)) *Builder {
 	b.runtimeEdits = append(b.runtimeEdits, edit)
 	return b
 }

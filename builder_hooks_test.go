@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -62,11 +62,11 @@ func (h *recordingHooks) ContainerMounts(context.Context, *v1.Pod, *v1.Container
 func (h *recordingHooks) PodCgroupParent(*v1.Pod) string { h.note("parent"); return "/kubepods/test" }
 
 var (
-	_ syncloop.VolumeHooks         = (*recordingHooks)(nil)
-	_ syncloop.CgroupHooks         = (*recordingHooks)(nil)
-	_ syncloop.ProbeHooks          = (*recordingHooks)(nil)
-	_ runtime.MountProvider        = (*recordingHooks)(nil)
-	_ runtime.CgroupParentProvider = (*recordingHooks)(nil)
+	_ syncloop.VolumeHooks             = (*recordingHooks)(nil)
+	_ syncloop.CgroupHooks             = (*recordingHooks)(nil)
+	_ syncloop.ProbeHooks              = (*recordingHooks)(nil)
+	_ kuberuntime.MountProvider        = (*recordingHooks)(nil)
+	_ kuberuntime.CgroupParentProvider = (*recordingHooks)(nil)
 )
 
 // TestHooksAndParts: the managers given to the Builder are called for a pod,
@@ -89,7 +89,7 @@ func TestHooksAndParts(t *testing.T) {
 		WithVolumes(h, h).
 		WithCgroups(h, h).
 		WithProbes(h, nil, nil).
-		WithRuntimeConfig(func(c *runtime.Config) { c.DNS.ResolvConf = "-" }).
+		WithRuntimeConfig(func(c *kuberuntime.Config) { c.DNS.ResolvConf = "-" }).
 		WithSyncLoopConfig(func(c *syncloop.Config) { loopEdited = true }).
 		WithPodTerminated(func(_ context.Context, pod *v1.Pod) error {
 			h.note("terminated " + pod.Name)

@@ -7,9 +7,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/prober"
-	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -57,11 +57,11 @@ type proberLink struct {
 }
 
 var (
-	_ syncloop.ProbeHooks  = (*proberLink)(nil)
-	_ syncloop.ProbeState  = (*proberLink)(nil)
-	_ runtime.ProbeResults = runtimeProbeView{}
-	_ syncloop.ProbeState  = prober.StatusResults{}
-	_ runtime.ProbeResults = prober.RuntimeResults{}
+	_ syncloop.ProbeHooks      = (*proberLink)(nil)
+	_ syncloop.ProbeState      = (*proberLink)(nil)
+	_ kuberuntime.ProbeResults = runtimeProbeView{}
+	_ syncloop.ProbeState      = prober.StatusResults{}
+	_ kuberuntime.ProbeResults = prober.RuntimeResults{}
 )
 
 func (l *proberLink) set(m *prober.Manager) {

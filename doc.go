@@ -19,7 +19,7 @@
 //
 //	pod sources ─► podconfig ─► syncloop ◄─ pleg events ◄─ relist ◄─ CRI
 //	                               │
-//	            pod workers ─► runtime engine (runtime.Manager) ─► CRI
+//	            pod workers ─► runtime engine (kuberuntime.Manager) ─► CRI
 //	            status manager ─► StatusSink
 //
 // The subsystem packages do not import each other; this package is the only

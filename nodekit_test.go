@@ -17,10 +17,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/fake"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -133,7 +133,7 @@ func runningContainers(t *testing.T, rt *fake.Runtime) map[string]string {
 	}
 	out := map[string]string{}
 	for _, c := range cs {
-		out[c.Labels[runtime.LabelPodName]] = c.Id
+		out[c.Labels[kuberuntime.LabelPodName]] = c.Id
 	}
 	return out
 }

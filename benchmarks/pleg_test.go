@@ -15,8 +15,8 @@ import (
 	containertest "k8s.io/kubernetes/pkg/kubelet/container/testing"
 	kpleg "k8s.io/kubernetes/pkg/kubelet/pleg"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
-	"github.com/nodekit/nodekit/runtime"
 )
 
 // One fake runtime serves both PLEGs: a sequence of pre-built listings of
@@ -27,7 +27,7 @@ import (
 const plegContainers = 3 // app containers per pod, plus one sandbox
 
 type plegListing struct {
-	nk []*runtime.Pod
+	nk []*kubetypes.Pod
 	ku []*kubecontainer.Pod
 }
 
@@ -39,18 +39,18 @@ func buildListing(n int, exited func(p, c int) bool) plegListing {
 		uid := types.UID(fmt.Sprintf("pod-%d", p))
 		name := fmt.Sprintf("pod-%d", p)
 		sb := fmt.Sprintf("sb-%d", p)
-		np := &runtime.Pod{ID: uid, Name: name, Namespace: "default",
-			Sandboxes: []*runtime.Container{{ID: sb, State: runtime.ContainerStateRunning}}}
+		np := &kubetypes.Pod{ID: uid, Name: name, Namespace: "default",
+			Sandboxes: []*kubetypes.Container{{ID: sb, State: kubetypes.ContainerStateRunning}}}
 		kp := &kubecontainer.Pod{ID: uid, Name: name, Namespace: "default",
 			Sandboxes: []*kubecontainer.Container{{ID: kubecontainer.ContainerID{Type: "containerd", ID: sb}, State: kubecontainer.ContainerStateRunning}}}
 		for c := range plegContainers {
 			id := fmt.Sprintf("c-%d-%d", p, c)
 			cn := fmt.Sprintf("c%d", c)
-			ns, ks := runtime.ContainerStateRunning, kubecontainer.ContainerStateRunning
+			ns, ks := kubetypes.ContainerStateRunning, kubecontainer.ContainerStateRunning
 			if exited(p, c) {
-				ns, ks = runtime.ContainerStateExited, kubecontainer.ContainerStateExited
+				ns, ks = kubetypes.ContainerStateExited, kubecontainer.ContainerStateExited
 			}
-			np.Containers = append(np.Containers, &runtime.Container{ID: id, Name: cn, State: ns})
+			np.Containers = append(np.Containers, &kubetypes.Container{ID: id, Name: cn, State: ns})
 			kp.Containers = append(kp.Containers, &kubecontainer.Container{ID: kubecontainer.ContainerID{Type: "containerd", ID: id}, Name: cn, State: ks})
 		}
 		l.nk = append(l.nk, np)
@@ -73,9 +73,11 @@ func (f *sharedFake) next() plegListing {
 // nkRuntime is the fake as nodekit's pleg.Runtime.
 type nkRuntime struct{ *sharedFake }
 
-func (r nkRuntime) GetPods(context.Context, bool) ([]*runtime.Pod, error) { return r.next().nk, nil }
-func (r nkRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
-	return &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+func (r nkRuntime) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
+	return r.next().nk, nil
+}
+func (r nkRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*kubetypes.PodStatus, error) {
+	return &kubetypes.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
 }
 
 // kuRuntime is the fake as the kubelet's kubecontainer.Runtime (the

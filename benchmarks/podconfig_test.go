@@ -12,6 +12,7 @@ import (
 	kconfig "k8s.io/kubernetes/pkg/kubelet/config"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 
+	nktypes "github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -43,7 +44,7 @@ type pcDriver interface {
 
 type nkPC struct {
 	c      *podconfig.PodConfig
-	chs    []chan<- podconfig.PodUpdate
+	chs    []chan<- nktypes.PodUpdate
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -68,7 +69,7 @@ func newNKPC(sources []string) pcDriver {
 }
 
 func (d *nkPC) send(source int, pods []*v1.Pod) {
-	d.chs[source] <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods, Source: pcSources[source]}
+	d.chs[source] <- nktypes.PodUpdate{Op: nktypes.SET, Pods: pods, Source: pcSources[source]}
 }
 
 func (d *nkPC) recv() pcUpdate {

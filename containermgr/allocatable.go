@@ -7,7 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -247,7 +247,7 @@ func MachineCapacity(procRoot string) (v1.ResourceList, error) {
 		return nil, fmt.Errorf("reading machine memory: no MemTotal in %s", filepath.Join(procRoot, "meminfo"))
 	}
 	return v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
+		v1.ResourceCPU:    *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
 	}, nil
 }

@@ -13,7 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/eviction"
-	"github.com/nodekit/nodekit/runtime/remote"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 )
 
 // TestE2ECgroupStatsDisk runs a busybox pod on the containerd named by

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	goruntime "runtime"
+	"runtime"
 	"sync"
 	"time"
 
@@ -201,10 +201,10 @@ func (c *Controller) InitialNode(ctx context.Context) *v1.Node {
 			Name: c.cfg.NodeName,
 			Labels: map[string]string{
 				labelHostname: c.cfg.Hostname,
-				labelOS:       goruntime.GOOS,
-				labelArch:     goruntime.GOARCH,
-				labelBetaOS:   goruntime.GOOS,
-				labelBetaArch: goruntime.GOARCH,
+				labelOS:       runtime.GOOS,
+				labelArch:     runtime.GOARCH,
+				labelBetaOS:   runtime.GOOS,
+				labelBetaArch: runtime.GOARCH,
 			},
 		},
 	}
@@ -285,7 +285,7 @@ func (c *Controller) tryUpdate(ctx context.Context, try int) error {
 	}
 	node := original.DeepCopy()
 	labelsFixed := false
-	for k, v := range map[string]string{labelOS: goruntime.GOOS, labelArch: goruntime.GOARCH} {
+	for k, v := range map[string]string{labelOS: runtime.GOOS, labelArch: runtime.GOARCH} {
 		if node.Labels[k] != v {
 			if node.Labels == nil {
 				node.Labels = map[string]string{}

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -154,7 +154,7 @@ func (r MachineReader) numCores() int {
 	if r.NumCPU != nil {
 		return r.NumCPU()
 	}
-	return goruntime.NumCPU()
+	return runtime.NumCPU()
 }
 
 // countCPUList counts the CPUs of a sysfs list such as "0-3,8,10-11".

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -353,8 +353,8 @@ func VersionInfo(rt RuntimeVersioner, machine MachineFunc, agentVersion string) 
 // GoRuntime reports the operating system and architecture the agent runs on.
 func GoRuntime() Setter {
 	return func(ctx context.Context, node *v1.Node) error {
-		node.Status.NodeInfo.OperatingSystem = goruntime.GOOS
-		node.Status.NodeInfo.Architecture = goruntime.GOARCH
+		node.Status.NodeInfo.OperatingSystem = runtime.GOOS
+		node.Status.NodeInfo.Architecture = runtime.GOARCH
 		return nil
 	}
 }

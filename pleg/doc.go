@@ -71,7 +71,7 @@
 //
 // # Wiring
 //
-//	mgr, _ := runtime.New(runtime.Config{Runtime: cri, Images: cri})
+//	mgr, _ := kuberuntime.New(kuberuntime.Config{Runtime: cri, Images: cri})
 //	g, err := pleg.New(pleg.Config{Runtime: mgr, Registerer: reg})
 //	go g.Run(ctx)
 //	for e := range g.Watch() {

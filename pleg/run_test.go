@@ -14,9 +14,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/fake"
 )
 
 // start runs fn in a goroutine and returns a function that cancels it and
@@ -205,7 +205,7 @@ func TestEventedFallsBackOnUnimplemented(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mgr, err := runtime.New(runtime.Config{Runtime: cri, Images: cri, Clock: fc})
+		mgr, err := kuberuntime.New(kuberuntime.Config{Runtime: cri, Images: cri, Clock: fc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func TestEventedFallsBackOnUnimplemented(t *testing.T) {
 		// Relisting now runs every second and sees a new sandbox.
 		_, err = cri.RunPodSandbox(t.Context(), &runtimeapi.PodSandboxConfig{
 			Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "u1"},
-			Labels:   map[string]string{runtime.LabelPodUID: "u1", runtime.LabelPodName: "web", runtime.LabelPodNamespace: "default"},
+			Labels:   map[string]string{kuberuntime.LabelPodUID: "u1", kuberuntime.LabelPodName: "web", kuberuntime.LabelPodNamespace: "default"},
 			Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
 			}},

@@ -8,7 +8,7 @@ import (
 	"github.com/nodekit/nodekit/kubetypes"
 )
 
-// Runtime is what a PLEG needs from the container runtime: runtime.Manager
+// Runtime is what a PLEG needs from the container runtime: kuberuntime.Manager
 // satisfies it.
 type Runtime interface {
 	// GetPods lists the pods the runtime holds; all=false lists only ready

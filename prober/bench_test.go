@@ -3,7 +3,7 @@ package prober
 import (
 	"context"
 	"fmt"
-	goruntime "runtime"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,7 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
 // BenchmarkProbes110Pods: 110 pods with 3 exec probes each (liveness and
@@ -105,9 +105,9 @@ func BenchmarkProbes110Pods(b *testing.B) {
 	}
 	<-round
 	b.ReportAllocs()
-	var ms0, ms1 goruntime.MemStats
+	var ms0, ms1 runtime.MemStats
 	var ru0, ru1 syscall.Rusage
-	goruntime.ReadMemStats(&ms0)
+	runtime.ReadMemStats(&ms0)
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -117,7 +117,7 @@ func BenchmarkProbes110Pods(b *testing.B) {
 	}
 	b.StopTimer()
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	goruntime.ReadMemStats(&ms1)
+	runtime.ReadMemStats(&ms1)
 	probes := float64(b.N * pods * probesPerPod)
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/probes, "wall-ns/probe")

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/prober"
-	"github.com/nodekit/nodekit/runtime/fake"
 )
 
 // statuses is a prober.StatusGetter with one running container.

@@ -19,7 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
 // execFunc is an ExecRunner over a function.

@@ -320,11 +320,11 @@ func (m *Manager) set(ctx context.Context, stopped <-chan struct{}, uid types.UI
 }
 
 // RuntimeResults is the runtime engine's view of the results
-// (runtime.ProbeResults): containers whose liveness or startup probe
+// (kuberuntime.ProbeResults): containers whose liveness or startup probe
 // failed are restarted.
 type RuntimeResults struct{ m *Manager }
 
-// RuntimeResults returns the Manager as a runtime.ProbeResults.
+// RuntimeResults returns the Manager as a kuberuntime.ProbeResults.
 func (m *Manager) RuntimeResults() RuntimeResults { return RuntimeResults{m} }
 
 // Liveness is the liveness result of the container (CRI id); Unknown when

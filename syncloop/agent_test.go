@@ -226,7 +226,7 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 }
 
 // afterSyncStub is an ltStub that can read a pod after its sync from what
-// the sync knew (as *runtime.Manager can).
+// the sync knew (as *kuberuntime.Manager can).
 type afterSyncStub struct {
 	*ltStub
 	before []*kubetypes.PodStatus

@@ -13,7 +13,7 @@
 //		Updates:       updates,          // <-chan syncloop.PodUpdate (from podconfig)
 //		Events:        events,           // <-chan *syncloop.PodLifecycleEvent (from pleg)
 //		SourcesReady:  cfg.SeenAllSources,
-//		Runtime:       manager,          // *runtime.Manager
+//		Runtime:       manager,          // *kuberuntime.Manager
 //		RuntimeStatus: criRuntime,       // CRI Status
 //		Cache:         plg.Cache(),      // *pleg.Cache
 //		PLEGHealthy:   plg.Healthy,
@@ -82,7 +82,7 @@
 //     pod held in the PLEG (Config.HoldPod); when it changed something, the
 //     pod is read once after it and the read handed to the PLEG
 //     (Config.ObservePodStatus). A runtime with GetPodStatusAfterSync
-//     (*runtime.Manager) reads only the objects the sync knew of and made,
+//     (*kuberuntime.Manager) reads only the objects the sync knew of and made,
 //     without listing, unless a step failed. The pod worker's next sync then waits for
 //     a cached status at least as new as the end of the runtime sync, not
 //     of the whole sync (the kubelet's rule), so the handed-over read

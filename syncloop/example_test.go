@@ -14,7 +14,7 @@ import (
 	"github.com/nodekit/nodekit/syncloop"
 )
 
-// idleRuntime runs nothing (a real agent passes a *runtime.Manager).
+// idleRuntime runs nothing (a real agent passes a *kuberuntime.Manager).
 type idleRuntime struct{}
 
 func (idleRuntime) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) { return nil, nil }

@@ -20,7 +20,7 @@ import (
 )
 
 // RuntimeManager is what the loop needs of the pod → CRI engine;
-// *runtime.Manager satisfies it.
+// *kuberuntime.Manager satisfies it.
 type RuntimeManager interface {
 	GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, error)
 	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubetypes.PodStatus, error)
@@ -37,14 +37,14 @@ type RuntimeStatusGetter interface {
 }
 
 // podForgetter is the optional capability of a RuntimeManager to drop what
-// it remembers of a pod that is gone (*runtime.Manager has it).
+// it remembers of a pod that is gone (*kuberuntime.Manager has it).
 type podForgetter interface {
 	ForgetPod(uid types.UID)
 }
 
 // afterSyncReader is the optional capability of a RuntimeManager to read a
 // pod's status after SyncPod from what the sync started with and did,
-// with fewer calls than GetPodStatus (*runtime.Manager has it).
+// with fewer calls than GetPodStatus (*kuberuntime.Manager has it).
 type afterSyncReader interface {
 	GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *kubetypes.PodStatus, res kubetypes.SyncResult) (*kubetypes.PodStatus, error)
 }

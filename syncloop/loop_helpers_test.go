@@ -12,15 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/fake"
 )
 
 // The real components satisfy the loop's consumer interfaces.
 var (
-	_ RuntimeManager      = (*runtime.Manager)(nil)
+	_ RuntimeManager      = (*kuberuntime.Manager)(nil)
 	_ RuntimeStatusGetter = (*fake.Runtime)(nil)
 	_ PodCache            = (*pleg.Cache)(nil)
 	_ ReasonSource        = RuntimeManager(nil)
@@ -28,12 +28,12 @@ var (
 
 var ltEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// ltEnv is a loop over a fake CRI runtime, a real runtime.Manager and a
+// ltEnv is a loop over a fake CRI runtime, a real kuberuntime.Manager and a
 // real GenericPLEG.
 type ltEnv struct {
 	t       *testing.T
 	rt      *fake.Runtime
-	mgr     *runtime.Manager
+	mgr     *kuberuntime.Manager
 	plg     *pleg.GenericPLEG
 	updates chan kubetypes.PodUpdate
 	events  chan *kubetypes.PodLifecycleEvent
@@ -53,9 +53,9 @@ func ltNew(t *testing.T, clk clock.WithTicker, mod func(*Config)) *ltEnv {
 		t.Fatal(err)
 	}
 	e.rt = rt
-	e.mgr, err = runtime.New(runtime.Config{
+	e.mgr, err = kuberuntime.New(kuberuntime.Config{
 		Runtime: rt, Images: rt, Clock: clk, PodLogsRoot: t.TempDir(),
-		DNS: runtime.DNSConfig{ResolvConf: "-"},
+		DNS: kuberuntime.DNSConfig{ResolvConf: "-"},
 	})
 	if err != nil {
 		t.Fatal(err)

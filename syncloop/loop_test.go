@@ -3,7 +3,7 @@ package syncloop
 import (
 	"context"
 	"errors"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -333,7 +333,7 @@ func TestRuntimeDownDispatchesNothing(t *testing.T) {
 				t.Fatal("Iterate did not wait")
 			default:
 			}
-			goruntime.Gosched()
+			runtime.Gosched()
 		}
 		clk.Step(5 * time.Second)
 		if !<-res {
@@ -382,7 +382,7 @@ func TestPLEGUnhealthyGates(t *testing.T) {
 	res := make(chan bool, 1)
 	go func() { res <- l.Iterate(t.Context()) }()
 	for clk.Waiters() < 3 {
-		goruntime.Gosched()
+		runtime.Gosched()
 	}
 	clk.Step(time.Second)
 	<-res

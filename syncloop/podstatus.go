@@ -16,7 +16,7 @@ import (
 // ReasonSource tells why a container is waiting: the reason and message of
 // its last failed start (CrashLoopBackOff, ErrImagePull, ImagePullBackOff,
 // ErrImageNeverPull, CreateContainerConfigError, RunContainerError, ...), or
-// "" when there is none. *runtime.Manager satisfies it.
+// "" when there is none. *kuberuntime.Manager satisfies it.
 type ReasonSource interface {
 	Reason(uid types.UID, container string) (reason, message string)
 }

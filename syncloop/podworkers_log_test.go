@@ -13,14 +13,14 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/runtime"
 )
 
 func TestBackOffOnly(t *testing.T) {
 	other := errors.New("disk full")
-	clbo := fmt.Errorf("StartContainer main: %w", fmt.Errorf("%w: back-off 10s", runtime.ErrCrashLoopBackOff))
-	ipbo := fmt.Errorf("PullImage main: %w", runtime.ErrImagePullBackOff)
+	clbo := fmt.Errorf("StartContainer main: %w", fmt.Errorf("%w: back-off 10s", kuberuntime.ErrCrashLoopBackOff))
+	ipbo := fmt.Errorf("PullImage main: %w", kuberuntime.ErrImagePullBackOff)
 	for _, c := range []struct {
 		name string
 		err  error
@@ -35,7 +35,7 @@ func TestBackOffOnly(t *testing.T) {
 		{"back-off joined with a real failure", errors.Join(clbo, other), false},
 		{"wrapped mixed join", fmt.Errorf("sync: %w", errors.Join(other, ipbo)), false},
 		{"empty join", errors.Join(nil), false},
-		{"ErrImagePull is a failure", fmt.Errorf("x: %w", runtime.ErrImagePull), false},
+		{"ErrImagePull is a failure", fmt.Errorf("x: %w", kuberuntime.ErrImagePull), false},
 	} {
 		if got := backOffOnly(c.err); got != c.want {
 			t.Errorf("%s: backOffOnly(%v) = %v; want %v", c.name, c.err, got, c.want)
@@ -49,11 +49,11 @@ func TestSyncFailureLogLevel(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	withWorkers(t, PodWorkersConfig{Logger: zap.New(core)}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
-		e.syncer.setErr("1", fmt.Errorf("StartContainer main: %w", runtime.ErrCrashLoopBackOff))
+		e.syncer.setErr("1", fmt.Errorf("StartContainer main: %w", kuberuntime.ErrCrashLoopBackOff))
 		e.update(SyncPodSync, newPod("1", "web"))
 		e.syncer.setErr("1", errors.Join(
-			fmt.Errorf("StartContainer a: %w", runtime.ErrCrashLoopBackOff),
-			fmt.Errorf("PullImage b: %w", runtime.ErrImagePullBackOff)))
+			fmt.Errorf("StartContainer a: %w", kuberuntime.ErrCrashLoopBackOff),
+			fmt.Errorf("PullImage b: %w", kuberuntime.ErrImagePullBackOff)))
 		e.update(SyncPodSync, newPod("1", "web"))
 		e.syncer.setErr("1", errors.New("CreateContainer main: boom"))
 		e.update(SyncPodSync, newPod("1", "web"))

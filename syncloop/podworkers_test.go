@@ -14,12 +14,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/runtime"
 )
 
 // The pod workers answer the runtime's garbage-collection questions.
-var _ runtime.PodStateProvider = (*PodWorkers)(nil)
+var _ kuberuntime.PodStateProvider = (*PodWorkers)(nil)
 
 func TestUpdatePod(t *testing.T) {
 	type check struct {

@@ -21,7 +21,7 @@
 //	})
 //	agent, err := nodekit.NewBuilder().
 //		WithRootDir(root).
-//		WithVolumes(mgr, mgr).            // VolumeHooks and runtime.MountProvider
+//		WithVolumes(mgr, mgr).            // VolumeHooks and kuberuntime.MountProvider
 //		WithPart("volumemgr", mgr.Run).
 //		Build()
 //	mgr.SetPodSource(agent.Loop(), agent.Loop().PodWorkers(), agent.PodConfig().SeenAllSources)
@@ -88,7 +88,7 @@
 //
 // # Container mounts
 //
-// ContainerMounts (runtime.MountProvider) maps each volumeMount to a CRI
+// ContainerMounts (kuberuntime.MountProvider) maps each volumeMount to a CRI
 // mount: the plugin's host path, or for a subPath (or subPathExpr) the
 // path resolved beneath the volume with openat2 RESOLVE_BENEATH and
 // bind-mounted at PodsDir/<uid>/volume-subpaths/<volume>/<container>/<index>

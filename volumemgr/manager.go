@@ -108,7 +108,7 @@ func (s *podSource) runtimeRemoved(uid types.UID, listed map[types.UID]*v1.Pod) 
 
 // Manager is the volume manager: it keeps the volumes of the pods the
 // agent runs set up, and torn down once their pods are gone. It satisfies
-// runtime.MountProvider (ContainerMounts) and the sync loop's VolumeHooks
+// kuberuntime.MountProvider (ContainerMounts) and the sync loop's VolumeHooks
 // (WaitForAttachAndMount, WaitForUnmount).
 type Manager struct {
 	cfg     Config

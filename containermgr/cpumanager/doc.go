@@ -37,7 +37,7 @@
 //
 // Wiring into an agent: allocation happens at admission, before any
 // container is created (Admit); the runtime takes each container's cpuset
-// from ContainerCPUSet (runtime.Config.CPUSets); Run re-applies cpusets
+// from ContainerCPUSet (kuberuntime.Config.CPUSets); Run re-applies cpusets
 // through CRI every 10s and purges assignments of pods that are gone once
 // the sources are ready; RemovePod gives a terminated pod's CPUs back (in memory; the
 // checkpoint gets it with the next write: an allocation, Reconcile, Run's period or Flush. A
@@ -48,7 +48,7 @@
 //	err = mgr.Start(ctx, activePods)
 //	nodekit.NewBuilder().
 //		WithAdmitHandler(cpuAdmitter{mgr}).
-//		WithRuntimeConfig(func(c *runtime.Config) { c.CPUSets = mgr }).
+//		WithRuntimeConfig(func(c *kuberuntime.Config) { c.CPUSets = mgr }).
 //		WithPart("cpumanager", mgr.Run)
 //
 // Admit has plain results so that this package need not import the sync

@@ -436,7 +436,7 @@ func (m *Manager) DefaultCPUSet() cpuset.CPUSet {
 // ContainerCPUSet is the cpuset (Linux list format) a container is created
 // with: its exclusive CPUs, else the shared pool. ok is false under the
 // none policy or before Start (the runtime then leaves cpuset alone). It
-// satisfies runtime.CPUSetProvider.
+// satisfies kuberuntime.CPUSetProvider.
 func (m *Manager) ContainerCPUSet(pod *v1.Pod, c *v1.Container) (string, bool) {
 	if m.cfg.Policy != PolicyStatic || pod == nil || c == nil {
 		return "", false

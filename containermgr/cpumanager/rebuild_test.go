@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
 // pinnedCtr is a running container of the fake runtime with a cpuset.

@@ -13,8 +13,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	nkruntime "github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/remote"
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -170,6 +170,6 @@ func TestRunReconcilesEveryPeriod(t *testing.T) {
 // The manager plugs into the runtime as its cpuset provider, and the
 // remote CRI client is a Runtime.
 var (
-	_ nkruntime.CPUSetProvider = (*Manager)(nil)
-	_ Runtime                  = (*remote.Client)(nil)
+	_ kuberuntime.CPUSetProvider = (*Manager)(nil)
+	_ Runtime                    = (*remote.Client)(nil)
 )

@@ -9,7 +9,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/eviction/imagegc"
-	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
 // A node whose image file system is 95% full: once the images are older

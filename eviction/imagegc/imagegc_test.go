@@ -15,7 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/eviction/imagegc"
-	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
 const mib = 1 << 20

@@ -22,9 +22,9 @@ import (
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
-	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/volumemgr"
 	vmapiserver "github.com/nodekit/nodekit/volumemgr/apiserver"
 )
@@ -190,7 +190,7 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		return nil, err
 	}
 	b.WithVolumeManager(vm).
-		WithRuntimeConfig(func(c *runtime.Config) { c.EnvSources = objs }).
+		WithRuntimeConfig(func(c *kuberuntime.Config) { c.EnvSources = objs }).
 		WithPart("persisted objects", objs.Run)
 
 	// The API server parts: the wrapped pod source, the pod status sink

@@ -22,7 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
-	nkruntime "github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 )
 
 func TestRestConfig(t *testing.T) {
@@ -118,7 +118,7 @@ func containerOf(t *testing.T, a *nodekit.Agent, pod string) string {
 		t.Fatal(err)
 	}
 	for _, c := range cs {
-		if c.GetLabels()[nkruntime.LabelPodName] == pod {
+		if c.GetLabels()[kuberuntime.LabelPodName] == pod {
 			return c.Id
 		}
 	}

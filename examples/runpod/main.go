@@ -1,4 +1,4 @@
-// Command runpod runs one pod through nodekit's runtime.Manager and prints its
+// Command runpod runs one pod through nodekit's kuberuntime.Manager and prints its
 // status as it goes: the sandbox is created, the init container runs to
 // completion, the app containers start, a crashing container is restarted
 // with back-off, and at the end the pod is killed within its grace period.
@@ -28,10 +28,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/fake"
-	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 func main() {
@@ -54,8 +54,8 @@ func run(ctx context.Context, endpoint, image string, duration time.Duration, ve
 	if verbose {
 		log, _ = zap.NewDevelopment()
 	}
-	var rt runtime.RuntimeService
-	var images runtime.ImageService
+	var rt kuberuntime.RuntimeService
+	var images kuberuntime.ImageService
 	if endpoint == "" {
 		f, err := fake.New(fake.Config{Images: []string{image}, Logger: log})
 		if err != nil {
@@ -81,7 +81,7 @@ func run(ctx context.Context, endpoint, image string, duration time.Duration, ve
 	}
 	defer os.RemoveAll(logs)
 
-	m, err := runtime.New(runtime.Config{Runtime: rt, Images: images, PodLogsRoot: logs, Logger: log})
+	m, err := kuberuntime.New(kuberuntime.Config{Runtime: rt, Images: images, PodLogsRoot: logs, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func examplePod(image string) *v1.Pod {
 	}
 }
 
-func show(m *runtime.Manager, pod *v1.Pod, st *kubetypes.PodStatus, res kubetypes.SyncResult) {
+func show(m *kuberuntime.Manager, pod *v1.Pod, st *kubetypes.PodStatus, res kubetypes.SyncResult) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "%s\tCONTAINER\tSTATE\tEXIT\tRESTARTS\tREASON\n", time.Now().Format("15:04:05"))
 	for _, s := range st.SandboxStatuses {

@@ -25,7 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -228,7 +228,7 @@ func applyMaxProcs(n int) error {
 		return fmt.Errorf("--max-procs must be 0 (Go's default) or more, not %d", n)
 	}
 	if n > 0 {
-		goruntime.GOMAXPROCS(n)
+		runtime.GOMAXPROCS(n)
 	}
 	return nil
 }

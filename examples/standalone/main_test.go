@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -79,15 +79,15 @@ func TestTable(t *testing.T) {
 }
 
 func TestApplyMaxProcs(t *testing.T) {
-	before := goruntime.GOMAXPROCS(0)
-	defer goruntime.GOMAXPROCS(before)
+	before := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(before)
 	if err := applyMaxProcs(-1); err == nil || !strings.Contains(err.Error(), "--max-procs") {
 		t.Fatalf("-1: %v, want an error naming --max-procs", err)
 	}
-	if err := applyMaxProcs(0); err != nil || goruntime.GOMAXPROCS(0) != before {
-		t.Fatalf("0: %v, GOMAXPROCS %d, want Go's %d", err, goruntime.GOMAXPROCS(0), before)
+	if err := applyMaxProcs(0); err != nil || runtime.GOMAXPROCS(0) != before {
+		t.Fatalf("0: %v, GOMAXPROCS %d, want Go's %d", err, runtime.GOMAXPROCS(0), before)
 	}
-	if err := applyMaxProcs(1); err != nil || goruntime.GOMAXPROCS(0) != 1 {
-		t.Fatalf("1: %v, GOMAXPROCS %d", err, goruntime.GOMAXPROCS(0))
+	if err := applyMaxProcs(1); err != nil || runtime.GOMAXPROCS(0) != 1 {
+		t.Fatalf("1: %v, GOMAXPROCS %d", err, runtime.GOMAXPROCS(0))
 	}
 }

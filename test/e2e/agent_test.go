@@ -23,8 +23,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/remote"
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 )
 
 const (
@@ -155,7 +155,7 @@ func (e *env) running(t *testing.T) map[string]*runtimeapi.Container {
 	}
 	out := map[string]*runtimeapi.Container{}
 	for _, c := range cs {
-		name := c.GetLabels()[runtime.LabelPodName]
+		name := c.GetLabels()[kuberuntime.LabelPodName]
 		if strings.HasSuffix(name, "-"+nodeName) {
 			if old, dup := out[name]; dup {
 				t.Errorf("pod %s has two running containers: %s and %s", name, old.Id, c.Id)

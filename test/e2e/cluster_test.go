@@ -22,9 +22,9 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // TestClusterAgainstAPIServer runs an in-process agent on containerd joined
@@ -74,7 +74,7 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 		}
 		out := map[string]int{}
 		for _, c := range cs {
-			if n := c.GetLabels()[runtime.LabelPodName]; ours(n) {
+			if n := c.GetLabels()[kuberuntime.LabelPodName]; ours(n) {
 				out[n]++
 			}
 		}
@@ -354,7 +354,7 @@ func TestClusterAPIServerOutage(t *testing.T) {
 		}
 		out := map[string][]ctrState{}
 		for _, c := range cs {
-			if c.GetLabels()[runtime.LabelPodName] == podName {
+			if c.GetLabels()[kuberuntime.LabelPodName] == podName {
 				n := c.GetMetadata().GetName()
 				out[n] = append(out[n], ctrState{id: c.GetId(), state: c.GetState()})
 			}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 )
 
 const v1Cgroups = "/sys/fs/cgroup"
@@ -195,7 +195,7 @@ func TestContainermgrQoSTreeAndPodCgroups(t *testing.T) {
 	podDirs := map[string]string{}
 	for name, class := range names {
 		c := run[name]
-		uid := c.GetLabels()[runtime.LabelPodUID]
+		uid := c.GetLabels()[kuberuntime.LabelPodUID]
 		dir := "/" + top + "/pod" + uid
 		if class != v1.PodQOSGuaranteed {
 			dir = "/" + top + "/" + strings.ToLower(string(class)) + "/pod" + uid

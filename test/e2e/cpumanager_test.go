@@ -16,7 +16,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/topology"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -110,7 +110,7 @@ func TestCPUManagerStaticPinsGuaranteedContainer(t *testing.T) {
 		WithManifestDir(manifests).
 		WithRootDir(dir).
 		WithAdmitHandler(cpuAdmitter{mgr}).
-		WithRuntimeConfig(func(c *runtime.Config) { c.CPUSets = mgr }).
+		WithRuntimeConfig(func(c *kuberuntime.Config) { c.CPUSets = mgr }).
 		WithPart("cpumanager", mgr.Run).
 		Build()
 	if err != nil {
@@ -131,7 +131,7 @@ func TestCPUManagerStaticPinsGuaranteedContainer(t *testing.T) {
 		return run[pinned] != nil && run[shared] != nil, fmt.Sprintf("%d running", len(run))
 	})
 	run := e.running(t)
-	uid := run[pinned].GetLabels()[runtime.LabelPodUID]
+	uid := run[pinned].GetLabels()[kuberuntime.LabelPodUID]
 	if set, excl := mgr.GetCPUSet(uid, "main"); !excl || set.String() != "1" {
 		t.Errorf("manager: pinned container has %s (exclusive %v), want 1", set, excl)
 	}

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/remote"
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/remote"
 )
 
 // edgeScript runs a hack script (containerd.sh or kube-apiserver.sh) with
@@ -225,7 +225,7 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 		}
 		out := map[string]string{}
 		for _, c := range cs {
-			if n := c.GetLabels()[runtime.LabelPodName]; ours[n] {
+			if n := c.GetLabels()[kuberuntime.LabelPodName]; ours[n] {
 				out[n] = c.Id
 			}
 		}

@@ -4,7 +4,7 @@
 //
 //	objs, err := apiserver.New(clientset)
 //	plugins := volumemgr.DefaultPlugins(volumemgr.PluginsConfig{Objects: objs, Tokens: objs})
-//	rcfg.EnvSources = objs // runtime.Config: configMapKeyRef / secretKeyRef / envFrom
+//	rcfg.EnvSources = objs // kuberuntime.Config: configMapKeyRef / secretKeyRef / envFrom
 //
 // Every read is a GET: a node's credentials (the Node authorizer) may read
 // exactly the objects its pods reference.
@@ -40,7 +40,7 @@ import (
 var ErrInvalidConfig = errors.New("volumemgr/apiserver: invalid config")
 
 // Objects reads objects from the API server. It satisfies
-// volumemgr.ObjectSource, volumemgr.TokenSource and runtime.EnvSourceGetter.
+// volumemgr.ObjectSource, volumemgr.TokenSource and kuberuntime.EnvSourceGetter.
 type Objects struct {
 	client kubernetes.Interface
 }

@@ -12,14 +12,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	nkruntime "github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
 var (
-	_ volumemgr.ObjectSource    = (*Objects)(nil)
-	_ volumemgr.TokenSource     = (*Objects)(nil)
-	_ nkruntime.EnvSourceGetter = (*Objects)(nil)
+	_ volumemgr.ObjectSource      = (*Objects)(nil)
+	_ volumemgr.TokenSource       = (*Objects)(nil)
+	_ kuberuntime.EnvSourceGetter = (*Objects)(nil)
 )
 
 func TestObjects(t *testing.T) {

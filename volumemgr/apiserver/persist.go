@@ -76,7 +76,7 @@ type PersistConfig struct {
 // Persisted is an object source that keeps a copy on disk of every
 // configMap and secret it has read from the API server, so a pod can start
 // again after a reboot while the API server is unreachable. It satisfies
-// volumemgr.ObjectSource, volumemgr.TokenSource and runtime.EnvSourceGetter.
+// volumemgr.ObjectSource, volumemgr.TokenSource and kuberuntime.EnvSourceGetter.
 //
 // A read asks the API server first. The object it gets is written to disk
 // (atomically, with a checksum, only when it changed) and returned; an

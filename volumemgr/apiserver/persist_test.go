@@ -25,14 +25,14 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	nkruntime "github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
 var (
-	_ volumemgr.ObjectSource    = (*Persisted)(nil)
-	_ volumemgr.TokenSource     = (*Persisted)(nil)
-	_ nkruntime.EnvSourceGetter = (*Persisted)(nil)
+	_ volumemgr.ObjectSource      = (*Persisted)(nil)
+	_ volumemgr.TokenSource       = (*Persisted)(nil)
+	_ kuberuntime.EnvSourceGetter = (*Persisted)(nil)
 )
 
 // offlineClient is a fake clientset whose reads fail like an unreachable

@@ -1,0 +1,32 @@
+// Package runtime is nodekit's pod -> CRI action engine: the part of a kubelet
+// that turns a desired *v1.Pod and the runtime's current view of it into CRI
+// calls (the kubelet's kuberuntime manager).
+//
+// A Manager is built over the narrow CRI interfaces RuntimeService and
+// ImageService (runtime/remote and runtime/fake satisfy them):
+//
+//	m, err := kuberuntime.New(kuberuntime.Config{Runtime: cri, Images: cri})
+//	pods, err := m.GetPods(ctx, false)                 // what runs, grouped by labels
+//	status, err := m.GetPodStatus(ctx, uid, name, ns)  // the runtime view of one pod
+//	actions := m.ComputePodActions(pod, status)        // what SyncPod would do (no I/O)
+//	result := m.SyncPod(ctx, pod, status, pullSecrets) // converge one pod; result.Err()
+//	status, err = m.GetPodStatusAfterSync(ctx, pod, status, result) // re-read, by ID
+//	reason, msg := m.Reason(uid, "web")                // e.g. CrashLoopBackOff, for status
+//	err = m.KillPod(ctx, pod, runningPod, nil)         // stop it, honouring grace
+//	err = m.GarbageCollect(ctx, kubetypes.GCPolicy{}, allSourcesReady)
+//
+// SyncPod follows the kubelet: a sandbox is (re)created when none is ready,
+// several are, or its network changed; init containers run one at a time;
+// sidecars (init containers with restartPolicy Always) start before the app
+// containers and are kept running; restart policies (pod, container and
+// restartPolicyRules) decide restarts; a changed spec hash restarts a
+// container; starts go through crash-loop back-off (10s doubling to 5m,
+// reset after 10m), the image pull policy and pull back-off, the container
+// config, create, start and the postStart hook.
+//
+// The types Pod, PodStatus and ContainerStatus are the runtime view that the
+// pleg and syncloop packages read. Optional collaborators come through
+// Config: ProbeResults (liveness/startup results), PodStateProvider (which
+// pods GarbageCollect may clean up) and the mount, cgroup-parent and
+// runtime-class providers used to build CRI configs.
+package kuberuntime
