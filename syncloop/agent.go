@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 // Status reason and message of a pod past its activeDeadlineSeconds (the
@@ -43,7 +44,7 @@ type agent struct {
 	terminated  []func(ctx context.Context, pod *v1.Pod) error
 }
 
-var _ PodSyncer = (*agent)(nil)
+var _ podworkers.PodSyncer = (*agent)(nil)
 
 // retryError is an error that asks to be retried at a given time (a
 // BackoffError).
@@ -108,7 +109,7 @@ func (a *agent) changing(ctx context.Context, uid types.UID, change func()) {
 		if held {
 			a.release(uid)
 		}
-		markRuntimeSynced(ctx, a.clock.Now())
+		podworkers.MarkRuntimeSynced(ctx, a.clock.Now())
 	}()
 	change()
 }
@@ -150,7 +151,7 @@ func (a *agent) requestRelist(uid types.UID) {
 // deadline, which makes it Failed) is not set up: isTerminal is true.
 // A pod that needs the pod network waits (a BackoffError of about 1s) while
 // the network is not ready.
-func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *kubetypes.PodStatus) (bool, error) {
+func (a *agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1.Pod, rs *kubetypes.PodStatus) (bool, error) {
 	log := a.log.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)))
 	st := a.generate(pod, rs, false)
 	if !statusIsTerminalPhase(st.Phase) && a.pastActiveDeadline(pod, a.clock.Now()) {
@@ -190,7 +191,7 @@ func (a *agent) SyncPod(ctx context.Context, _ UpdateType, pod, _ *v1.Pod, rs *k
 		// The runtime did nothing: any status newer than the one this
 		// sync used serves the next (an exit applied while it ran, too;
 		// one newer than the sync's end would wait for the next relist).
-		markRuntimeSynced(ctx, rs.TimeStamp)
+		podworkers.MarkRuntimeSynced(ctx, rs.TimeStamp)
 	}
 	syncErr := res.Err()
 	if ctx.Err() != nil {

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 // ltHooks records the pod hooks in order.
@@ -67,7 +68,7 @@ func TestAgentLifecycleHooks(t *testing.T) {
 	})
 	a, pod := l.agent, ltPod("1", "web", 0)
 	ctx := t.Context()
-	if term, err := a.SyncPod(ctx, SyncPodCreate, pod, nil, nil); term || err != nil {
+	if term, err := a.SyncPod(ctx, podworkers.SyncPodCreate, pod, nil, nil); term || err != nil {
 		t.Fatalf("SyncPod: %v %v", term, err)
 	}
 	if want := []string{"cgroup", "mount", "probes+"}; !ltEqual(h.got(), want) {
@@ -112,7 +113,7 @@ func TestAgentLifecycleHooks(t *testing.T) {
 		t.Fatalf("failed unmount: %v", err)
 	}
 	h.fail = "cgroup"
-	if _, err := a.SyncPod(ctx, SyncPodSync, ltPod("2", "db", 1), nil, nil); !errors.Is(err, ErrHook) {
+	if _, err := a.SyncPod(ctx, podworkers.SyncPodSync, ltPod("2", "db", 1), nil, nil); !errors.Is(err, ErrHook) {
 		t.Fatalf("failed cgroup: %v", err)
 	}
 	if err := a.SyncTerminatingRuntimePod(ctx, &kubetypes.Pod{ID: "orphan"}); err != nil || stub.killed("orphan") != 1 {
@@ -130,11 +131,11 @@ func TestAgentActiveDeadline(t *testing.T) {
 	pod.Spec.ActiveDeadlineSeconds = &d
 	start := metav1.NewTime(ltEpoch)
 	pod.Status.StartTime = &start
-	if term, err := l.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil); term || err != nil {
+	if term, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); term || err != nil {
 		t.Fatalf("before the deadline: %v %v", term, err)
 	}
 	clk.Step(10 * time.Second)
-	if term, err := l.agent.SyncPod(t.Context(), SyncPodSync, pod, nil, nil); !term || err != nil {
+	if term, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodSync, pod, nil, nil); !term || err != nil {
 		t.Fatalf("past the deadline: %v %v", term, err)
 	}
 	st, _ := l.StatusManager().GetPodStatus("1")
@@ -182,7 +183,7 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 	})
 	stub.started = true
 	pod := ltPod("1", "web", 0)
-	if _, err := l.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil); err != nil {
+	if _, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -196,7 +197,7 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 
 	// A sync that did nothing hands nothing over and asks for nothing.
 	stub.started = false
-	if _, err := l.agent.SyncPod(t.Context(), SyncPodSync, pod, nil, nil); err != nil {
+	if _, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodSync, pod, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -215,7 +216,7 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 		}
 	})
 	stub2.started = true
-	if _, err := l2.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil); err != nil {
+	if _, err := l2.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -256,7 +257,7 @@ func TestAgentReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
 	stub.started = true
 	pod := ltPod("1", "web", 0)
 	used := &kubetypes.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Second)}
-	if _, err := l.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, used); err != nil {
+	if _, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, used); err != nil {
 		t.Fatal(err)
 	}
 	if len(rt.before) != 1 || rt.before[0] != used || len(rt.res[0].Steps) != 1 || observed != 1 {
@@ -280,22 +281,20 @@ func TestAgentMarksRuntimeSynced(t *testing.T) {
 	pod := ltPod("1", "web", 0)
 	used := &kubetypes.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Minute)}
 
-	mark := &syncMark{}
-	ctx := context.WithValue(t.Context(), syncMarkKey{}, mark)
-	if _, err := l.agent.SyncPod(ctx, SyncPodSync, pod, nil, used); err != nil {
+	ctx, mark := podworkers.RecordRuntimeSynced(t.Context())
+	if _, err := l.agent.SyncPod(ctx, podworkers.SyncPodSync, pod, nil, used); err != nil {
 		t.Fatal(err)
 	}
-	if !mark.at.Equal(used.TimeStamp) {
-		t.Fatalf("no-op sync marked %v, want the status's %v", mark.at, used.TimeStamp)
+	if !mark().Equal(used.TimeStamp) {
+		t.Fatalf("no-op sync marked %v, want the status's %v", mark(), used.TimeStamp)
 	}
 
 	stub.started = true
-	mark = &syncMark{}
-	ctx = context.WithValue(t.Context(), syncMarkKey{}, mark)
-	if _, err := l.agent.SyncPod(ctx, SyncPodSync, pod, nil, used); err != nil {
+	ctx, mark = podworkers.RecordRuntimeSynced(t.Context())
+	if _, err := l.agent.SyncPod(ctx, podworkers.SyncPodSync, pod, nil, used); err != nil {
 		t.Fatal(err)
 	}
-	if !mark.at.Equal(clk.Now()) {
-		t.Fatalf("sync that started a container marked %v, want the end of the change %v", mark.at, clk.Now())
+	if !mark().Equal(clk.Now()) {
+		t.Fatalf("sync that started a container marked %v, want the end of the change %v", mark(), clk.Now())
 	}
 }

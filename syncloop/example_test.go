@@ -67,3 +67,10 @@ func Example() {
 	// first: admitted
 	// second: Failed NodePorts: Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports
 }
+
+// emptyCache knows no runtime state: every pod has an empty status.
+type emptyCache struct{}
+
+func (emptyCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*kubetypes.PodStatus, error) {
+	return &kubetypes.PodStatus{ID: uid}, nil
+}

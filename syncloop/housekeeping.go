@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 // HandlePodCleanups is the loop's housekeeping (the kubelet's
@@ -110,8 +111,8 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 			continue
 		}
 		l.log.Info("pod restarted: desired but unknown to the pod workers", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(p.UID)))
-		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: p})
-		working[p.UID] = PodWorkerSync{State: SyncPod, HasConfig: true, Static: kubetypes.IsStaticPod(p)}
+		l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+		working[p.UID] = podworkers.KnownPod{State: podworkers.SyncPod, HasConfig: true, Static: kubetypes.IsStaticPod(p)}
 	}
 
 	// Runtime pods nobody knows: kill them.
@@ -122,10 +123,10 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 			}
 			one := int64(1)
 			l.log.Info("killing orphaned runtime pod", zap.String("pod", rp.Namespace+"/"+rp.Name), zap.String("uid", string(uid)))
-			l.workers.UpdatePod(UpdatePodOptions{
-				UpdateType:     SyncPodKill,
+			l.workers.UpdatePod(podworkers.UpdatePodOptions{
+				UpdateType:     podworkers.SyncPodKill,
 				RunningPod:     rp,
-				KillPodOptions: &KillPodOptions{PodTerminationGracePeriodSecondsOverride: &one},
+				KillPodOptions: &podworkers.KillPodOptions{PodTerminationGracePeriodSecondsOverride: &one},
 			})
 		}
 	}
@@ -176,7 +177,7 @@ func podRuns(p *kubetypes.Pod) bool {
 
 // cleanupPodDirs removes the directories of pods that are neither desired
 // nor worked on, whose content may be removed and that don't run.
-func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]PodWorkerSync, running map[types.UID]*kubetypes.Pod) error {
+func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]podworkers.KnownPod, running map[types.UID]*kubetypes.Pod) error {
 	uids, err := l.agent.dirs.list()
 	if err != nil {
 		return fmt.Errorf("listing pod directories: %w", err)

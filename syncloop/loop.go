@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 // RuntimeManager is what the loop needs of the pod → CRI engine;
@@ -110,7 +111,7 @@ type Config struct {
 	RuntimeStatus RuntimeStatusGetter
 	// Cache is the runtime pod status cache the pod workers read (pleg's
 	// cache). Required.
-	Cache PodCache
+	Cache podworkers.PodCache
 	// PLEGHealthy reports the PLEG's health; nil means healthy. While it is
 	// unhealthy the loop dispatches nothing.
 	PLEGHealthy func() (bool, error)
@@ -203,7 +204,7 @@ type Loop struct {
 	log     *zap.Logger
 	metrics *loopMetrics
 
-	workers *PodWorkers
+	workers *podworkers.Workers
 	status  *StatusManager
 	sink    StatusSink
 	agent   *agent
@@ -340,7 +341,7 @@ func New(cfg Config) (*Loop, error) {
 	if l.agent.probes == nil {
 		l.agent.probes = noopHooks{}
 	}
-	pw, err := NewPodWorkers(PodWorkersConfig{
+	pw, err := podworkers.New(podworkers.Config{
 		Syncer:         l.agent,
 		Cache:          cfg.Cache,
 		ResyncInterval: cfg.ResyncInterval,
@@ -385,7 +386,7 @@ func (noopHooks) StopLivenessAndStartup(*v1.Pod)                       {}
 func (l *Loop) StatusManager() *StatusManager { return l.status }
 
 // PodWorkers returns the loop's pod workers.
-func (l *Loop) PodWorkers() *PodWorkers { return l.workers }
+func (l *Loop) PodWorkers() *podworkers.Workers { return l.workers }
 
 // StatusSink returns the sink the statuses go to (Config.StatusSink or the
 // MemorySink made in its place).
@@ -673,7 +674,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 				continue
 			}
 		}
-		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: pod})
+		l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
 	}
 }
 
@@ -700,7 +701,7 @@ func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 		l.podsMu.Lock()
 		l.pods[pod.UID] = pod
 		l.podsMu.Unlock()
-		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodUpdate, Pod: pod})
+		l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: pod})
 	}
 }
 
@@ -725,7 +726,7 @@ func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 		if ok {
 			pod = known
 		}
-		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: pod})
+		l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod})
 	}
 }
 
@@ -741,7 +742,7 @@ func (l *Loop) HandlePodReconcile(pods []*v1.Pod) {
 		l.pods[pod.UID] = pod
 		l.podsMu.Unlock()
 		if known && l.needsReadinessReconcile(pod) {
-			l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodSync, Pod: pod})
+			l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: pod})
 		}
 	}
 }
@@ -765,7 +766,7 @@ func (l *Loop) needsReadinessReconcile(pod *v1.Pod) bool {
 // HandlePodSyncs has the workers of the given known pods sync them.
 func (l *Loop) HandlePodSyncs(pods []*v1.Pod) {
 	for _, pod := range pods {
-		l.workers.UpdatePod(UpdatePodOptions{UpdateType: SyncPodSync, Pod: pod})
+		l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: pod})
 	}
 }
 

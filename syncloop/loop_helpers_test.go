@@ -16,13 +16,14 @@ import (
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 // The real components satisfy the loop's consumer interfaces.
 var (
 	_ RuntimeManager      = (*kuberuntime.Manager)(nil)
 	_ RuntimeStatusGetter = (*fake.Runtime)(nil)
-	_ PodCache            = (*pleg.Cache)(nil)
+	_ podworkers.PodCache = (*pleg.Cache)(nil)
 	_ ReasonSource        = RuntimeManager(nil)
 )
 
@@ -124,14 +125,8 @@ func ltPod(uid, name string, created int, containers ...v1.Container) *v1.Pod {
 }
 
 // ltWorkerState returns whether the pod workers know uid, and its state.
-func ltWorkerState(p *PodWorkers, uid types.UID) (PodWorkerState, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s, ok := p.statuses[uid]
-	if !ok {
-		return 0, false
-	}
-	return s.workType(), true
+func ltWorkerState(p *podworkers.Workers, uid types.UID) (podworkers.State, bool) {
+	return p.PodState(uid)
 }
 
 // ltStub is a RuntimeManager that records calls and runs nothing.

@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -413,8 +414,8 @@ func TestSyncPodWaitsForNetwork(t *testing.T) {
 		t.Fatalf("RuntimeReady %v %v %v", rt, net, err)
 	}
 	pod := ltPod("1", "web", 0)
-	_, err = e.loop.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil)
-	var be BackoffError
+	_, err = e.loop.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil)
+	var be podworkers.BackoffError
 	if !errors.As(err, &be) || !errors.Is(err, ErrNetworkNotReady) || be.BackoffUntil() != ltEpoch.Add(time.Second) {
 		t.Fatalf("SyncPod: %v", err)
 	}
@@ -422,7 +423,7 @@ func TestSyncPodWaitsForNetwork(t *testing.T) {
 		t.Fatal("sandbox created without network")
 	}
 	pod.Spec.HostNetwork = true
-	if _, err := e.loop.agent.SyncPod(t.Context(), SyncPodCreate, pod, nil, nil); err != nil {
+	if _, err := e.loop.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
 		t.Fatalf("host network pod: %v", err)
 	}
 	if n := e.rt.CountCalls("RunPodSandbox"); n != 1 {
@@ -511,7 +512,7 @@ func TestHousekeeping(t *testing.T) {
 	if err := l.HandlePodCleanups(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if st, ok := ltWorkerState(l.PodWorkers(), "orphan"); !ok || st != TerminatingPod {
+	if st, ok := ltWorkerState(l.PodWorkers(), "orphan"); !ok || st != podworkers.TerminatingPod {
 		t.Fatalf("orphan: %v %v", st, ok)
 	}
 	if _, ok := ltWorkerState(l.PodWorkers(), "dead"); ok {
@@ -538,11 +539,13 @@ func TestHousekeeping(t *testing.T) {
 		t.Fatalf("exited containers %v", v)
 	}
 	// A desired pod the workers don't know (finished, same UID back) is
-	// started again; a pod that is gone is forgotten by the runtime.
-	l.workers.mu.Lock()
-	delete(l.workers.statuses, "1")
-	delete(l.workers.workers, "1")
-	l.workers.mu.Unlock()
+	// started again; a pod that is gone is forgotten by the runtime. Pod
+	// workers that never saw pod 1 stand in for ones that forgot it.
+	fresh, err := podworkers.New(podworkers.Config{Syncer: l.agent, Cache: l.cfg.Cache, Clock: l.cfg.Clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.workers = fresh
 	l.seen["gone"] = struct{}{}
 	_ = l.HandlePodCleanups(t.Context())
 	if _, ok := ltWorkerState(l.PodWorkers(), "1"); !ok {
@@ -614,7 +617,7 @@ func TestHousekeepingUsesRuntimePods(t *testing.T) {
 	if asked != 1 {
 		t.Fatalf("RuntimePods asked %d times, want 1", asked)
 	}
-	if st, ok := ltWorkerState(l.PodWorkers(), "orphan"); !ok || st != TerminatingPod {
+	if st, ok := ltWorkerState(l.PodWorkers(), "orphan"); !ok || st != podworkers.TerminatingPod {
 		t.Fatalf("orphan from RuntimePods: %v %v", st, ok)
 	}
 }

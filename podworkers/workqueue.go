@@ -1,4 +1,4 @@
-package syncloop
+package podworkers
 
 import (
 	"sort"

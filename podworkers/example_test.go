@@ -1,4 +1,4 @@
-package syncloop_test
+package podworkers_test
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 // printSyncer prints what the pod workers ask of it and signals each call.
 type printSyncer struct{ calls chan string }
 
-func (s printSyncer) SyncPod(_ context.Context, ut syncloop.UpdateType, pod, _ *v1.Pod, _ *kubetypes.PodStatus) (bool, error) {
+func (s printSyncer) SyncPod(_ context.Context, ut podworkers.UpdateType, pod, _ *v1.Pod, _ *kubetypes.PodStatus) (bool, error) {
 	s.calls <- fmt.Sprintf("SyncPod %s %s", ut, pod.Name)
 	return false, nil
 }
@@ -43,10 +43,10 @@ func (emptyCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*
 	return &kubetypes.PodStatus{ID: uid}, nil
 }
 
-func ExamplePodWorkers() {
+func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	syncer := printSyncer{calls: make(chan string, 10)}
-	pw, err := syncloop.NewPodWorkers(syncloop.PodWorkersConfig{Syncer: syncer, Cache: emptyCache{}})
+	pw, err := podworkers.New(podworkers.Config{Syncer: syncer, Cache: emptyCache{}})
 	if err != nil {
 		panic(err)
 	}
@@ -58,7 +58,7 @@ func ExamplePodWorkers() {
 		ObjectMeta: metav1.ObjectMeta{UID: "uid-1", Name: "web", Namespace: "default"},
 		Spec:       v1.PodSpec{TerminationGracePeriodSeconds: &grace},
 	}
-	pw.UpdatePod(syncloop.UpdatePodOptions{UpdateType: syncloop.SyncPodCreate, Pod: pod})
+	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
 	fmt.Println(<-syncer.calls)
 
 	// Evict it with a shorter grace and wait until its containers are stopped.

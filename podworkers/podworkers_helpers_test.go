@@ -1,4 +1,4 @@
-package syncloop
+package podworkers
 
 import (
 	"context"
@@ -223,7 +223,7 @@ func exitedStatus(uid types.UID) *kubetypes.PodStatus {
 // env is one bubble's pod workers and fakes.
 type env struct {
 	t      *testing.T
-	p      *PodWorkers
+	p      *Workers
 	syncer *fakeSyncer
 	cache  *fakeCache
 	cancel context.CancelFunc
@@ -233,7 +233,7 @@ type env struct {
 // withWorkers runs fn in a synctest bubble with running pod workers (Rand
 // fixed at 0 unless cfg sets one) and stops them afterwards, checking that
 // Run returns and no goroutine leaks.
-func withWorkers(t *testing.T, cfg PodWorkersConfig, fn func(t *testing.T, e *env)) {
+func withWorkers(t *testing.T, cfg Config, fn func(t *testing.T, e *env)) {
 	t.Helper()
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
@@ -247,7 +247,7 @@ func withWorkers(t *testing.T, cfg PodWorkersConfig, fn func(t *testing.T, e *en
 		if cfg.Rand == nil {
 			cfg.Rand = func() float64 { return 0 }
 		}
-		p, err := NewPodWorkers(cfg)
+		p, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package syncloop
+package podworkers
 
 import (
 	"reflect"
@@ -34,7 +34,7 @@ func (e *env) expectStatic(started map[string]types.UID, waiting map[string][]ty
 }
 
 func TestStaticPodExclusion(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		q := e.p.WorkQueue()
 		// An API pod and a static pod with the same full name both run: only
 		// static pods exclude each other.
@@ -99,7 +99,7 @@ func TestStaticPodExclusion(t *testing.T) {
 }
 
 func TestStaticPodExclusionFIFO(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newStatic("a", "web"))
 		e.update(SyncPodCreate, newStatic("b", "web"))
 		e.update(SyncPodCreate, newStatic("c", "web"))
@@ -142,7 +142,7 @@ func TestStaticPodSourceAnnotation(t *testing.T) {
 }
 
 func TestSyncKnownPods(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		const n = 20
 		for i := range n {
 			e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodUpdate, Pod: newPod(strconv.Itoa(i), "name")})
@@ -189,7 +189,7 @@ func TestSyncKnownPods(t *testing.T) {
 			t.Fatalf("%d workers, known %v; want 2", e.workerCount(), known)
 		}
 		for _, uid := range []types.UID{"2", "14"} {
-			if got := known[uid]; got != (PodWorkerSync{State: SyncPod, HasConfig: true}) {
+			if got := known[uid]; got != (KnownPod{State: SyncPod, HasConfig: true}) {
 				t.Fatalf("%s: %+v", uid, got)
 			}
 		}
@@ -202,7 +202,7 @@ func TestSyncKnownPods(t *testing.T) {
 		// Desired pods that vanish from config are stopped, not dropped.
 		e.syncer.blockOn("terminating", "2")
 		known = e.p.SyncKnownPods(nil)
-		if got := known["2"]; got != (PodWorkerSync{State: TerminatingPod, Orphan: true, HasConfig: true}) {
+		if got := known["2"]; got != (KnownPod{State: TerminatingPod, Orphan: true, HasConfig: true}) {
 			t.Fatalf("orphan running pod: %+v", got)
 		}
 		e.syncer.unblock("terminating", "2")
@@ -232,7 +232,7 @@ func TestSyncKnownPods(t *testing.T) {
 }
 
 func TestSyncKnownPodsOrphans(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		// A static pod waiting to start is an unstarted orphan: dropped.
 		e.update(SyncPodCreate, newStatic("s1", "web"))
 		e.update(SyncPodCreate, newStatic("s2", "web"))
@@ -240,7 +240,7 @@ func TestSyncKnownPodsOrphans(t *testing.T) {
 		if _, ok := known["s2"]; ok || len(known) != 1 {
 			t.Fatalf("known %v", known)
 		}
-		if got := known["s1"]; got != (PodWorkerSync{State: SyncPod, HasConfig: true, Static: true}) {
+		if got := known["s1"]; got != (KnownPod{State: SyncPod, HasConfig: true, Static: true}) {
 			t.Fatalf("s1: %+v", got)
 		}
 		synctest.Wait()

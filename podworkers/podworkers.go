@@ -1,4 +1,4 @@
-package syncloop
+package podworkers
 
 import (
 	"context"
@@ -8,37 +8,36 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-
-	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Sentinel errors of the pod workers. Match them with errors.Is.
 var (
-	// ErrPodWorkerInvalidConfig: a PodWorkersConfig field is missing or bad
+	// ErrInvalidConfig: a Config field is missing or bad
 	// (the error names it).
-	ErrPodWorkerInvalidConfig = errors.New("syncloop: invalid pod workers config")
-	// ErrPodWorkerRunning: Run was called while the pod workers already run.
-	ErrPodWorkerRunning = errors.New("syncloop: pod workers already running")
-	// ErrPodWorkerStopped: the pod workers have been stopped (their Run
+	ErrInvalidConfig = errors.New("podworkers: invalid pod workers config")
+	// ErrRunning: Run was called while the pod workers already run.
+	ErrRunning = errors.New("podworkers: pod workers already running")
+	// ErrStopped: the pod workers have been stopped (their Run
 	// context ended); they take no more updates and cannot run again.
-	ErrPodWorkerStopped = errors.New("syncloop: pod workers stopped")
-	// ErrPodWorkerInvalidUpdate: an update names no pod (neither Pod nor
+	ErrStopped = errors.New("podworkers: pod workers stopped")
+	// ErrInvalidUpdate: an update names no pod (neither Pod nor
 	// RunningPod, or an empty UID).
-	ErrPodWorkerInvalidUpdate = errors.New("syncloop: invalid pod update")
-	// ErrPodWorkerKillTimeout: KillPodAndWait gave up waiting for the pod's
+	ErrInvalidUpdate = errors.New("podworkers: invalid pod update")
+	// ErrKillTimeout: KillPodAndWait gave up waiting for the pod's
 	// containers to stop.
-	ErrPodWorkerKillTimeout = errors.New("syncloop: timed out waiting for the pod to be killed")
+	ErrKillTimeout = errors.New("podworkers: timed out waiting for the pod to be killed")
 )
 
-// Defaults of PodWorkersConfig (the kubelet's values).
+// Defaults of Config (the kubelet's values).
 const (
-	DefaultPodWorkerResyncInterval = time.Minute
-	DefaultPodWorkerBackOffPeriod  = 10 * time.Second
+	DefaultResyncInterval = time.Minute
+	DefaultBackOffPeriod  = 10 * time.Second
 )
 
 // jitterFactor is how much the requeue delays are stretched at most: a delay
@@ -78,12 +77,12 @@ func (t UpdateType) String() string {
 	return fmt.Sprintf("UpdateType(%d)", int(t))
 }
 
-// PodWorkerState is where a pod is in its life as the pod workers see it.
-type PodWorkerState int
+// State is where a pod is in its life as the pod workers see it.
+type State int
 
 const (
 	// SyncPod: the pod should be set up and running.
-	SyncPod PodWorkerState = iota
+	SyncPod State = iota
 	// TerminatingPod: the pod is no longer set up; its containers are being
 	// stopped.
 	TerminatingPod
@@ -93,7 +92,7 @@ const (
 )
 
 // String returns "sync", "terminating" or "terminated".
-func (s PodWorkerState) String() string {
+func (s State) String() string {
 	switch s {
 	case SyncPod:
 		return "sync"
@@ -102,7 +101,7 @@ func (s PodWorkerState) String() string {
 	case TerminatedPod:
 		return "terminated"
 	}
-	return fmt.Sprintf("PodWorkerState(%d)", int(s))
+	return fmt.Sprintf("State(%d)", int(s))
 }
 
 // PodSyncer does the work of the pod workers; the sync loop implements it on
@@ -185,9 +184,9 @@ type UpdatePodOptions struct {
 	KillPodOptions *KillPodOptions
 }
 
-// PodWorkerSync summarises one pod worker for SyncKnownPods' caller.
-type PodWorkerSync struct {
-	State PodWorkerState
+// KnownPod summarises one pod worker for SyncKnownPods' caller.
+type KnownPod struct {
+	State State
 	// Orphan: the pod was not in the desired set.
 	Orphan bool
 	// HasConfig: the worker has seen a spec of the pod (it is not a
@@ -197,12 +196,12 @@ type PodWorkerSync struct {
 	Static bool
 }
 
-// PodWorkersConfig configures NewPodWorkers. Syncer and Cache are required.
-type PodWorkersConfig struct {
+// Config configures New. Syncer and Cache are required.
+type Config struct {
 	Syncer PodSyncer
 	Cache  PodCache
 	// WorkQueue receives every pod after each sync, due when it should be
-	// synced again. Nil means a new queue on Clock (see PodWorkers.WorkQueue).
+	// synced again. Nil means a new queue on Clock (see Workers.WorkQueue).
 	WorkQueue *WorkQueue
 	// ResyncInterval is the delay before a successfully synced pod is synced
 	// again (stretched by up to half at random). Default 1m.
@@ -221,14 +220,14 @@ type PodWorkersConfig struct {
 	Registerer prometheus.Registerer
 }
 
-// PodWorkers runs one goroutine per pod UID that drives the pod through its
+// Workers runs one goroutine per pod UID that drives the pod through its
 // life: sync (set up and keep running) → terminating (stop the containers) →
 // terminated (release resources) → finished. Updates for a pod are never
 // processed concurrently; while a sync runs only the latest further update is
 // kept. It is safe for concurrent use.
 //
 // Updates may be given before Run; their workers start when Run does.
-type PodWorkers struct {
+type Workers struct {
 	syncer   PodSyncer
 	cache    PodCache
 	queue    *WorkQueue
@@ -263,30 +262,30 @@ type podWorker struct {
 	started bool
 }
 
-// NewPodWorkers validates cfg, fills in defaults and returns pod workers that
+// New validates cfg, fills in defaults and returns pod workers that
 // do nothing until Run.
-func NewPodWorkers(cfg PodWorkersConfig) (*PodWorkers, error) {
+func New(cfg Config) (*Workers, error) {
 	var errs []error
 	if cfg.Syncer == nil {
-		errs = append(errs, fmt.Errorf("%w: Syncer is required", ErrPodWorkerInvalidConfig))
+		errs = append(errs, fmt.Errorf("%w: Syncer is required", ErrInvalidConfig))
 	}
 	if cfg.Cache == nil {
-		errs = append(errs, fmt.Errorf("%w: Cache is required", ErrPodWorkerInvalidConfig))
+		errs = append(errs, fmt.Errorf("%w: Cache is required", ErrInvalidConfig))
 	}
 	if cfg.ResyncInterval < 0 {
-		errs = append(errs, fmt.Errorf("%w: ResyncInterval (%v) is negative", ErrPodWorkerInvalidConfig, cfg.ResyncInterval))
+		errs = append(errs, fmt.Errorf("%w: ResyncInterval (%v) is negative", ErrInvalidConfig, cfg.ResyncInterval))
 	}
 	if cfg.BackOffPeriod < 0 {
-		errs = append(errs, fmt.Errorf("%w: BackOffPeriod (%v) is negative", ErrPodWorkerInvalidConfig, cfg.BackOffPeriod))
+		errs = append(errs, fmt.Errorf("%w: BackOffPeriod (%v) is negative", ErrInvalidConfig, cfg.BackOffPeriod))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	if cfg.ResyncInterval == 0 {
-		cfg.ResyncInterval = DefaultPodWorkerResyncInterval
+		cfg.ResyncInterval = DefaultResyncInterval
 	}
 	if cfg.BackOffPeriod == 0 {
-		cfg.BackOffPeriod = DefaultPodWorkerBackOffPeriod
+		cfg.BackOffPeriod = DefaultBackOffPeriod
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
@@ -300,7 +299,7 @@ func NewPodWorkers(cfg PodWorkersConfig) (*PodWorkers, error) {
 	if cfg.WorkQueue == nil {
 		cfg.WorkQueue = NewWorkQueue(cfg.Clock)
 	}
-	p := &PodWorkers{
+	p := &Workers{
 		syncer:        cfg.Syncer,
 		cache:         cfg.Cache,
 		queue:         cfg.WorkQueue,
@@ -308,7 +307,7 @@ func NewPodWorkers(cfg PodWorkersConfig) (*PodWorkers, error) {
 		backOff:       cfg.BackOffPeriod,
 		rand:          cfg.Rand,
 		clock:         cfg.Clock,
-		log:           cfg.Logger.Named("syncloop.podworkers"),
+		log:           cfg.Logger.Named("podworkers"),
 		workers:       make(map[types.UID]*podWorker),
 		statuses:      make(map[types.UID]*podSyncStatus),
 		startedStatic: make(map[string]types.UID),
@@ -323,11 +322,11 @@ func NewPodWorkers(cfg PodWorkersConfig) (*PodWorkers, error) {
 		if err := cfg.Registerer.Register(h); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("%w: Registerer: %w", ErrPodWorkerInvalidConfig, err)
+				return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 			}
 			existing, ok := are.ExistingCollector.(*prometheus.HistogramVec)
 			if !ok {
-				return nil, fmt.Errorf("%w: Registerer: %w", ErrPodWorkerInvalidConfig, err)
+				return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 			}
 			h = existing
 		}
@@ -337,22 +336,22 @@ func NewPodWorkers(cfg PodWorkersConfig) (*PodWorkers, error) {
 }
 
 // WorkQueue returns the queue the workers put pods on after each sync.
-func (p *PodWorkers) WorkQueue() *WorkQueue { return p.queue }
+func (p *Workers) WorkQueue() *WorkQueue { return p.queue }
 
 // Run starts the workers of the pods updated so far and of every later
 // update, blocks until ctx ends, then cancels every sync in flight and
 // returns once all worker goroutines have exited. The pod workers cannot run
-// again after that (ErrPodWorkerStopped); a second concurrent Run returns
-// ErrPodWorkerRunning.
-func (p *PodWorkers) Run(ctx context.Context) error {
+// again after that (ErrStopped); a second concurrent Run returns
+// ErrRunning.
+func (p *Workers) Run(ctx context.Context) error {
 	p.mu.Lock()
 	switch {
 	case p.stopped:
 		p.mu.Unlock()
-		return ErrPodWorkerStopped
+		return ErrStopped
 	case p.runCtx != nil:
 		p.mu.Unlock()
-		return ErrPodWorkerRunning
+		return ErrRunning
 	}
 	p.runCtx = ctx
 	for uid, w := range p.workers {
@@ -371,7 +370,7 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 
 // startWorkerLocked starts w's goroutine if Run has begun and it is not
 // running yet. p.mu is held.
-func (p *PodWorkers) startWorkerLocked(uid types.UID, w *podWorker) {
+func (p *Workers) startWorkerLocked(uid types.UID, w *podWorker) {
 	if p.runCtx == nil || p.stopped || w.started {
 		return
 	}
@@ -384,16 +383,28 @@ func (p *PodWorkers) startWorkerLocked(uid types.UID, w *podWorker) {
 // first update of a UID. Bad updates (no pod, or a RunningPod with a type
 // other than SyncPodKill) and updates after the pod workers stopped are
 // logged and dropped.
-func (p *PodWorkers) UpdatePod(opts UpdatePodOptions) {
+func (p *Workers) UpdatePod(opts UpdatePodOptions) {
 	if err := p.updatePod(opts); err != nil {
 		p.log.Debug("pod update dropped", zap.Error(err))
 	}
 }
 
+// PodState returns the state of the pod's worker, and false if the pod
+// workers do not know the pod.
+func (p *Workers) PodState(uid types.UID) (State, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.statuses[uid]
+	if !ok {
+		return 0, false
+	}
+	return s.workType(), true
+}
+
 // IsPodKnownTerminated reports whether the pod's containers are known to be
 // stopped (SyncTerminatingPod succeeded). It is false for UIDs without a
 // worker; use it to filter the desired pods (admission), not for cleanup.
-func (p *PodWorkers) IsPodKnownTerminated(uid types.UID) bool {
+func (p *Workers) IsPodKnownTerminated(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.statuses[uid]; ok {
@@ -404,7 +415,7 @@ func (p *PodWorkers) IsPodKnownTerminated(uid types.UID) bool {
 
 // CouldHaveRunningContainers is true before the first SyncKnownPods, and
 // for a known pod until its containers are stopped.
-func (p *PodWorkers) CouldHaveRunningContainers(uid types.UID) bool {
+func (p *Workers) CouldHaveRunningContainers(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.statuses[uid]; ok {
@@ -415,7 +426,7 @@ func (p *PodWorkers) CouldHaveRunningContainers(uid types.UID) bool {
 
 // ShouldPodBeFinished is true once SyncTerminatedPod succeeded for the pod,
 // and, after the first SyncKnownPods, for UIDs without a worker.
-func (p *PodWorkers) ShouldPodBeFinished(uid types.UID) bool {
+func (p *Workers) ShouldPodBeFinished(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.statuses[uid]; ok {
@@ -426,7 +437,7 @@ func (p *PodWorkers) ShouldPodBeFinished(uid types.UID) bool {
 
 // IsPodTerminationRequested is true from the moment the pod should stop
 // until its worker is forgotten. It is false for unknown UIDs.
-func (p *PodWorkers) IsPodTerminationRequested(uid types.UID) bool {
+func (p *Workers) IsPodTerminationRequested(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.statuses[uid]; ok {
@@ -438,7 +449,7 @@ func (p *PodWorkers) IsPodTerminationRequested(uid types.UID) bool {
 // ShouldPodContainersBeTerminating is true once the worker has begun
 // stopping the pod (it has seen the termination), and, after the first
 // SyncKnownPods, for UIDs without a worker.
-func (p *PodWorkers) ShouldPodContainersBeTerminating(uid types.UID) bool {
+func (p *Workers) ShouldPodContainersBeTerminating(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.statuses[uid]; ok {
@@ -450,7 +461,7 @@ func (p *PodWorkers) ShouldPodContainersBeTerminating(uid types.UID) bool {
 // ShouldPodRuntimeBeRemoved is true once the pod's containers are stopped,
 // and, after the first SyncKnownPods, for UIDs without a worker: resources
 // that running containers need (volumes, devices) may then be torn down.
-func (p *PodWorkers) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
+func (p *Workers) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.statuses[uid]; ok {
@@ -463,7 +474,7 @@ func (p *PodWorkers) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
 // whose containers are stopped, and, after the first SyncKnownPods, for UIDs
 // without a worker: everything of the pod (logs, dead containers, volume
 // content) may then be removed.
-func (p *PodWorkers) ShouldPodContentBeRemoved(uid types.UID) bool {
+func (p *Workers) ShouldPodContentBeRemoved(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.statuses[uid]; ok {
@@ -475,7 +486,7 @@ func (p *PodWorkers) ShouldPodContentBeRemoved(uid types.UID) bool {
 // IsPodForMirrorPodTerminatingByFullName reports whether the static pod
 // running under fullName ("name_namespace") is terminating and not yet
 // stopped: its mirror pod should not be deleted yet.
-func (p *PodWorkers) IsPodForMirrorPodTerminatingByFullName(fullName string) bool {
+func (p *Workers) IsPodForMirrorPodTerminatingByFullName(fullName string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	uid, ok := p.startedStatic[fullName]
@@ -492,7 +503,7 @@ func (p *PodWorkers) IsPodForMirrorPodTerminatingByFullName(fullName string) boo
 // of undesired pods that never started are dropped; undesired pods that may
 // run begin terminating. It returns the state of every remaining worker; the
 // caller re-sends any desired pod that is missing from it.
-func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
+func (p *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]KnownPod {
 	want := make(map[types.UID]struct{}, len(desired))
 	for _, pod := range desired {
 		if pod != nil {
@@ -502,14 +513,14 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSyn
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.podsSynced = true
-	out := make(map[types.UID]PodWorkerSync, len(p.statuses))
+	out := make(map[types.UID]KnownPod, len(p.statuses))
 	for uid, s := range p.statuses {
 		_, ok := want[uid]
 		orphan := !ok
 		if (s.restartRequested || orphan) && p.removeWorkerLocked(uid, s, orphan) {
 			continue
 		}
-		ws := PodWorkerSync{State: s.workType(), Orphan: orphan}
+		ws := KnownPod{State: s.workType(), Orphan: orphan}
 		var pod *v1.Pod
 		switch {
 		case s.active != nil:
@@ -528,11 +539,11 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSyn
 
 // KillPodAndWait asks the pod's worker to stop the pod (an eviction if evict)
 // and waits until its containers are stopped, ctx ends, or
-// max(10s, 1.5×grace) passes on the clock (ErrPodWorkerKillTimeout). The
+// max(10s, 1.5×grace) passes on the clock (ErrKillTimeout). The
 // grace is gracePeriodOverride, else the pod's spec, else 0.
-func (p *PodWorkers) KillPodAndWait(ctx context.Context, pod *v1.Pod, evict bool, gracePeriodOverride *int64, statusFn func(*v1.PodStatus)) error {
+func (p *Workers) KillPodAndWait(ctx context.Context, pod *v1.Pod, evict bool, gracePeriodOverride *int64, statusFn func(*v1.PodStatus)) error {
 	if pod == nil {
-		return fmt.Errorf("%w: nil pod", ErrPodWorkerInvalidUpdate)
+		return fmt.Errorf("%w: nil pod", ErrInvalidUpdate)
 	}
 	var grace int64
 	switch {
@@ -564,6 +575,6 @@ func (p *PodWorkers) KillPodAndWait(ctx context.Context, pod *v1.Pod, evict bool
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C():
-		return fmt.Errorf("%w: pod %s/%s (%s) after %v", ErrPodWorkerKillTimeout, pod.Namespace, pod.Name, pod.UID, wait)
+		return fmt.Errorf("%w: pod %s/%s (%s) after %v", ErrKillTimeout, pod.Namespace, pod.Name, pod.UID, wait)
 	}
 }

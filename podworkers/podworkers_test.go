@@ -1,4 +1,4 @@
-package syncloop
+package podworkers
 
 import (
 	"context"
@@ -19,11 +19,11 @@ import (
 )
 
 // The pod workers answer the runtime's garbage-collection questions.
-var _ kuberuntime.PodStateProvider = (*PodWorkers)(nil)
+var _ kuberuntime.PodStateProvider = (*Workers)(nil)
 
 func TestUpdatePod(t *testing.T) {
 	type check struct {
-		state                                                 PodWorkerState
+		state                                                 State
 		terminationRequested, knownTerminated, finished, gone bool
 		contentRemovable                                      bool
 	}
@@ -86,10 +86,12 @@ func TestUpdatePod(t *testing.T) {
 			want:    check{state: TerminatedPod, terminationRequested: true, knownTerminated: true, finished: true},
 		},
 		{
-			name:    "a terminal pod never started is stopped when the runtime still runs it",
-			uid:     "done",
-			cache:   runningStatus("done"),
-			steps:   func(e *env) { e.update(SyncPodCreate, withPhase(newPod("done", "done-pod"), v1.PodSucceeded)) },
+			name:  "a terminal pod never started is stopped when the runtime still runs it",
+			uid:   "done",
+			cache: runningStatus("done"),
+			steps: func(e *env) {
+				e.update(SyncPodCreate, withPhase(newPod("done", "done-pod"), v1.PodSucceeded))
+			},
 			history: []string{"done:terminating(30)", "done:terminated"},
 			want:    check{state: TerminatedPod, terminationRequested: true, knownTerminated: true, finished: true},
 		},
@@ -133,7 +135,7 @@ func TestUpdatePod(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+			withWorkers(t, Config{}, func(t *testing.T, e *env) {
 				if tc.cache != nil {
 					e.cache.set(tc.uid, tc.cache)
 				}
@@ -174,7 +176,7 @@ func TestUpdatePod(t *testing.T) {
 }
 
 func TestUpdatePodRestartAfterTermination(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		pod := newPod("1", "web")
 		e.update(SyncPodCreate, pod)
 		e.update(SyncPodKill, pod)
@@ -205,7 +207,7 @@ func TestUpdatePodRestartAfterTermination(t *testing.T) {
 }
 
 func TestUpdatePodForRuntimePod(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		rp := &kubetypes.Pod{ID: "1", Name: "1", Namespace: "test"}
 		e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, RunningPod: rp})
 		synctest.Wait()
@@ -222,7 +224,7 @@ func TestUpdatePodForRuntimePod(t *testing.T) {
 }
 
 func TestUpdatePodRuntimeKillOfKnownPodUsesSpec(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubetypes.Pod{ID: "1", Name: "web", Namespace: "ns"}})
 		synctest.Wait()
@@ -234,7 +236,7 @@ func TestUpdatePodRuntimeKillOfKnownPodUsesSpec(t *testing.T) {
 }
 
 func TestUpdatePodForTerminatedRuntimePod(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		block := e.syncer.blockOn("terminated", "1")
 		e.update(SyncPodKill, newPod("1", "web"))
@@ -248,7 +250,7 @@ func TestUpdatePodForTerminatedRuntimePod(t *testing.T) {
 }
 
 func TestUpdatePodDoesNotForgetSyncPodKill(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		const n = 20
 		for i := range n {
 			pod := newPod(strconv.Itoa(i), strconv.Itoa(i))
@@ -270,7 +272,7 @@ func TestUpdatePodDoesNotForgetSyncPodKill(t *testing.T) {
 }
 
 func TestOnlyLatestPendingUpdateIsKept(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		release := e.syncer.blockOn("sync", "1")
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.update(SyncPodUpdate, newPod("1", "web"))
@@ -283,7 +285,7 @@ func TestOnlyLatestPendingUpdateIsKept(t *testing.T) {
 }
 
 func TestCacheIsReadNewerThanLastSync(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		first := time.Now() // the bubble's clock stands still while goroutines run
 		e.update(SyncPodSync, newPod("1", "web"))
@@ -300,7 +302,7 @@ func TestCacheIsReadNewerThanLastSync(t *testing.T) {
 // wait for a status at least as new as that, not as the sync's end; a mark
 // after the end is not taken.
 func TestCacheIsReadNewerThanRuntimeSyncMark(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.syncer.mu.Lock()
 		var marks []time.Time
 		e.syncer.onSync = func(ctx context.Context, uid types.UID) {
@@ -308,7 +310,7 @@ func TestCacheIsReadNewerThanRuntimeSyncMark(t *testing.T) {
 			if len(marks) == 1 {
 				m = time.Now().Add(time.Hour)
 			}
-			markRuntimeSynced(ctx, m)
+			MarkRuntimeSynced(ctx, m)
 			marks = append(marks, m)
 		}
 		e.syncer.mu.Unlock()
@@ -328,7 +330,7 @@ func TestCacheIsReadNewerThanRuntimeSyncMark(t *testing.T) {
 }
 
 func TestCacheErrorBacksOff(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{BackOffPeriod: 7 * time.Second}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{BackOffPeriod: 7 * time.Second}, func(t *testing.T, e *env) {
 		e.cache.mu.Lock()
 		e.cache.errs["1"] = errors.New("boom")
 		e.cache.mu.Unlock()
@@ -347,7 +349,7 @@ func TestCacheErrorBacksOff(t *testing.T) {
 }
 
 func TestCacheWaitIsInterruptedByTermination(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.cache.mu.Lock()
 		e.cache.block["1"] = true
 		e.cache.mu.Unlock()
@@ -361,7 +363,7 @@ func TestCacheWaitIsInterruptedByTermination(t *testing.T) {
 }
 
 func TestTerminationCancelsSyncInFlight(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.syncer.blockOn("sync", "1")
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.update(SyncPodKill, newPod("1", "web"))
@@ -373,7 +375,7 @@ func TestTerminationCancelsSyncInFlight(t *testing.T) {
 }
 
 func TestShorterGraceCancelsTerminating(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.syncer.blockOn("terminating", "1")
 		e.update(SyncPodKill, newPod("1", "web"))
@@ -400,7 +402,7 @@ func TestShorterGraceCancelsTerminating(t *testing.T) {
 }
 
 func TestTerminatingErrorRetriesUntilSuccess(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.syncer.setErr("1", errors.New("still running"))
 		e.update(SyncPodKill, newPod("1", "web"))
@@ -415,7 +417,7 @@ func TestTerminatingErrorRetriesUntilSuccess(t *testing.T) {
 }
 
 func TestKillCompletionChannels(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.syncer.blockOn("terminating", "1")
 		ch1, ch2 := make(chan struct{}), make(chan struct{})
@@ -470,7 +472,7 @@ func TestKillCompletionChannels(t *testing.T) {
 
 func TestKillPodAndWait(t *testing.T) {
 	t.Run("returns once stopped", func(t *testing.T) {
-		withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+		withWorkers(t, Config{}, func(t *testing.T, e *env) {
 			e.update(SyncPodCreate, newPod("1", "web"))
 			e.syncer.blockOn("terminating", "1")
 			errc := make(chan error, 1)
@@ -504,12 +506,12 @@ func TestKillPodAndWait(t *testing.T) {
 			grace *int64
 			want  time.Duration
 		}{{nil, 45 * time.Second}, {i64(2), 10 * time.Second}, {i64(20), 30 * time.Second}} {
-			withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+			withWorkers(t, Config{}, func(t *testing.T, e *env) {
 				e.update(SyncPodCreate, newPod("1", "web"))
 				e.syncer.blockOn("terminating", "1")
 				start := time.Now()
 				err := e.p.KillPodAndWait(t.Context(), newPod("1", "web"), false, tc.grace, nil)
-				if !errors.Is(err, ErrPodWorkerKillTimeout) || time.Since(start) != tc.want {
+				if !errors.Is(err, ErrKillTimeout) || time.Since(start) != tc.want {
 					t.Fatalf("err %v after %v, want timeout after %v", err, time.Since(start), tc.want)
 				}
 			})
@@ -517,11 +519,11 @@ func TestKillPodAndWait(t *testing.T) {
 	})
 	t.Run("bad input and stopped", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, err := NewPodWorkers(PodWorkersConfig{Syncer: newFakeSyncer(), Cache: newFakeCache()})
+			p, err := New(Config{Syncer: newFakeSyncer(), Cache: newFakeCache()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := p.KillPodAndWait(t.Context(), nil, false, nil, nil); !errors.Is(err, ErrPodWorkerInvalidUpdate) {
+			if err := p.KillPodAndWait(t.Context(), nil, false, nil, nil); !errors.Is(err, ErrInvalidUpdate) {
 				t.Fatalf("nil pod: %v", err)
 			}
 			ctx, cancel := context.WithCancel(t.Context())
@@ -529,7 +531,7 @@ func TestKillPodAndWait(t *testing.T) {
 			if err := p.Run(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.KillPodAndWait(t.Context(), newPod("1", "web"), false, nil, nil); !errors.Is(err, ErrPodWorkerStopped) {
+			if err := p.KillPodAndWait(t.Context(), newPod("1", "web"), false, nil, nil); !errors.Is(err, ErrStopped) {
 				t.Fatalf("after stop: %v", err)
 			}
 		})
@@ -575,7 +577,7 @@ func (b backoffErr) BackoffUntil() time.Time { return b.until }
 func TestRequeueDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := 0.5
-		p, err := NewPodWorkers(PodWorkersConfig{Syncer: newFakeSyncer(), Cache: newFakeCache(),
+		p, err := New(Config{Syncer: newFakeSyncer(), Cache: newFakeCache(),
 			ResyncInterval: time.Minute, BackOffPeriod: 10 * time.Second, Rand: func() float64 { return r }})
 		if err != nil {
 			t.Fatal(err)
@@ -618,7 +620,7 @@ func TestRequeueDelay(t *testing.T) {
 }
 
 func TestRequeueAfterSyncs(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{Rand: func() float64 { return 0.5 }}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{Rand: func() float64 { return 0.5 }}, func(t *testing.T, e *env) {
 		q := e.p.WorkQueue()
 		e.update(SyncPodCreate, newPod("1", "web"))
 		if at, _ := q.dueTime("1"); at.Sub(time.Now()) != 75*time.Second {
@@ -642,7 +644,7 @@ func TestRequeueAfterSyncs(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	withWorkers(t, PodWorkersConfig{Registerer: reg}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{Registerer: reg}, func(t *testing.T, e *env) {
 		e.update(SyncPodCreate, newPod("1", "web"))
 		e.update(SyncPodKill, newPod("1", "web"))
 	})
@@ -654,19 +656,19 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("%d series, want 3", n)
 	}
 	// A second set of workers on the same registerer shares the histogram.
-	if _, err := NewPodWorkers(PodWorkersConfig{Syncer: newFakeSyncer(), Cache: newFakeCache(), Registerer: reg}); err != nil {
+	if _, err := New(Config{Syncer: newFakeSyncer(), Cache: newFakeCache(), Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestNewPodWorkersConfig(t *testing.T) {
-	_, err := NewPodWorkers(PodWorkersConfig{ResyncInterval: -1, BackOffPeriod: -1})
+func TestNewConfig(t *testing.T) {
+	_, err := New(Config{ResyncInterval: -1, BackOffPeriod: -1})
 	for _, field := range []string{"Syncer", "Cache", "ResyncInterval", "BackOffPeriod"} {
-		if err == nil || !errors.Is(err, ErrPodWorkerInvalidConfig) || !containsStr(err.Error(), field) {
+		if err == nil || !errors.Is(err, ErrInvalidConfig) || !containsStr(err.Error(), field) {
 			t.Fatalf("error %v does not name %s", err, field)
 		}
 	}
-	p, err := NewPodWorkers(PodWorkersConfig{Syncer: newFakeSyncer(), Cache: newFakeCache()})
+	p, err := New(Config{Syncer: newFakeSyncer(), Cache: newFakeCache()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,8 +678,8 @@ func TestNewPodWorkersConfig(t *testing.T) {
 	if SyncPodKill.String() != "kill" || SyncPodCreate.String() != "create" || SyncPodUpdate.String() != "update" || SyncPodSync.String() != "sync" || UpdateType(9).String() != "UpdateType(9)" {
 		t.Fatal("UpdateType strings")
 	}
-	if TerminatingPod.String() != "terminating" || PodWorkerState(7).String() != "PodWorkerState(7)" {
-		t.Fatal("PodWorkerState strings")
+	if TerminatingPod.String() != "terminating" || State(7).String() != "State(7)" {
+		t.Fatal("State strings")
 	}
 }
 
@@ -693,7 +695,7 @@ func containsStr(s, sub string) bool {
 func TestRunLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, c := newFakeSyncer(), newFakeCache()
-		p, err := NewPodWorkers(PodWorkersConfig{Syncer: s, Cache: c})
+		p, err := New(Config{Syncer: s, Cache: c})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -710,7 +712,7 @@ func TestRunLifecycle(t *testing.T) {
 		if got := fmt.Sprint(s.history("1")); got != "[1:sync(create)]" {
 			t.Fatalf("history %s", got)
 		}
-		if err := p.Run(ctx); !errors.Is(err, ErrPodWorkerRunning) {
+		if err := p.Run(ctx); !errors.Is(err, ErrRunning) {
 			t.Fatalf("second Run: %v", err)
 		}
 		// Stopping cancels a sync in flight and waits for the worker.
@@ -725,24 +727,24 @@ func TestRunLifecycle(t *testing.T) {
 			t.Fatal("sync in flight not cancelled on stop")
 		}
 		p.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: newPod("3", "x")})
-		if err := p.updatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: newPod("3", "x")}); !errors.Is(err, ErrPodWorkerStopped) {
+		if err := p.updatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: newPod("3", "x")}); !errors.Is(err, ErrStopped) {
 			t.Fatalf("update after stop: %v", err)
 		}
-		if err := p.Run(t.Context()); !errors.Is(err, ErrPodWorkerStopped) {
+		if err := p.Run(t.Context()); !errors.Is(err, ErrStopped) {
 			t.Fatalf("Run after stop: %v", err)
 		}
 	})
 }
 
 func TestUpdatePodBadInput(t *testing.T) {
-	withWorkers(t, PodWorkersConfig{}, func(t *testing.T, e *env) {
+	withWorkers(t, Config{}, func(t *testing.T, e *env) {
 		for _, opts := range []UpdatePodOptions{
 			{UpdateType: SyncPodCreate},
 			{UpdateType: SyncPodCreate, Pod: &v1.Pod{}},
 			{UpdateType: SyncPodKill, RunningPod: &kubetypes.Pod{}},
 			{UpdateType: SyncPodUpdate, RunningPod: &kubetypes.Pod{ID: "x"}},
 		} {
-			if err := e.p.updatePod(opts); !errors.Is(err, ErrPodWorkerInvalidUpdate) {
+			if err := e.p.updatePod(opts); !errors.Is(err, ErrInvalidUpdate) {
 				t.Fatalf("%+v: %v", opts, err)
 			}
 			e.p.UpdatePod(opts) // must not panic

@@ -1,4 +1,4 @@
-package syncloop
+package podworkers
 
 import (
 	"context"
@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // podSyncStatus is everything the workers track of one pod UID. It is
-// guarded by PodWorkers.mu.
+// guarded by Workers.mu.
 type podSyncStatus struct {
 	// ctx is the context of the sync in flight; cancel ends it early (on
 	// termination or a shorter grace). A fresh one is made when it ended.
@@ -65,10 +64,12 @@ type podSyncStatus struct {
 }
 
 func (s *podSyncStatus) terminationRequested() bool { return !s.terminatingAt.IsZero() }
-func (s *podSyncStatus) isTerminated() bool         { return !s.terminatedAt.IsZero() }
-func (s *podSyncStatus) isStarted() bool            { return !s.startedAt.IsZero() }
 
-func (s *podSyncStatus) workType() PodWorkerState {
+func (s *podSyncStatus) isTerminated() bool { return !s.terminatedAt.IsZero() }
+
+func (s *podSyncStatus) isStarted() bool { return !s.startedAt.IsZero() }
+
+func (s *podSyncStatus) workType() State {
 	switch {
 	case s.isTerminated():
 		return TerminatedPod
@@ -108,7 +109,7 @@ func (s *podSyncStatus) mergeLastUpdate(u UpdatePodOptions) {
 
 // work is one update taken by a worker.
 type work struct {
-	state PodWorkerState
+	state State
 	opts  UpdatePodOptions
 	// terminalOnArrival is set on the first update of a pod that arrived in
 	// a terminal phase.
@@ -174,7 +175,7 @@ func podFields(uid types.UID, namespace, name string) []zap.Field {
 }
 
 // safeClose closes ch, surviving a channel the caller already closed.
-func (p *PodWorkers) safeClose(ch chan<- struct{}) {
+func (p *Workers) safeClose(ch chan<- struct{}) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Warn("a KillPodOptions.CompletedCh was already closed by its owner")
@@ -194,7 +195,7 @@ func appendChan(list []chan<- struct{}, ch chan<- struct{}) []chan<- struct{} {
 
 // updatePod is UpdatePod returning why an update was dropped (nil when it
 // was taken, even if the pod ignores it because it is finished).
-func (p *PodWorkers) updatePod(opts UpdatePodOptions) error {
+func (p *Workers) updatePod(opts UpdatePodOptions) error {
 	var (
 		uid          types.UID
 		name, ns     string
@@ -212,15 +213,15 @@ func (p *PodWorkers) updatePod(opts UpdatePodOptions) error {
 		if opts.UpdateType != SyncPodKill {
 			p.log.Debug("runtime-only pod update ignored: such pods can only be killed",
 				append(podFields(rp.ID, rp.Namespace, rp.Name), zap.Stringer("updateType", opts.UpdateType))...)
-			return fmt.Errorf("%w: RunningPod with update type %v", ErrPodWorkerInvalidUpdate, opts.UpdateType)
+			return fmt.Errorf("%w: RunningPod with update type %v", ErrInvalidUpdate, opts.UpdateType)
 		}
 		uid, name, ns = rp.ID, rp.Name, rp.Namespace
 		isRuntimePod = true
 	default:
-		return fmt.Errorf("%w: neither Pod nor RunningPod", ErrPodWorkerInvalidUpdate)
+		return fmt.Errorf("%w: neither Pod nor RunningPod", ErrInvalidUpdate)
 	}
 	if uid == "" {
-		return fmt.Errorf("%w: pod %s/%s has no UID", ErrPodWorkerInvalidUpdate, ns, name)
+		return fmt.Errorf("%w: pod %s/%s has no UID", ErrInvalidUpdate, ns, name)
 	}
 	// Never mutate the caller's kill options.
 	if opts.KillPodOptions != nil {
@@ -232,7 +233,7 @@ func (p *PodWorkers) updatePod(opts UpdatePodOptions) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
-		return ErrPodWorkerStopped
+		return ErrStopped
 	}
 	now := p.clock.Now()
 	s, known := p.statuses[uid]
@@ -358,7 +359,7 @@ func (p *PodWorkers) updatePod(opts UpdatePodOptions) error {
 // Only static pods wait: one UID per full name runs at a time, in arrival
 // order. canEverStart false means the pod was stopped before it started.
 // p.mu is held.
-func (p *PodWorkers) allowPodStart(pod *v1.Pod) (canStart, canEverStart bool) {
+func (p *Workers) allowPodStart(pod *v1.Pod) (canStart, canEverStart bool) {
 	if !kubetypes.IsStaticPod(pod) {
 		return true, true
 	}
@@ -375,7 +376,7 @@ func (p *PodWorkers) allowPodStart(pod *v1.Pod) (canStart, canEverStart bool) {
 
 // allowStaticPodStart: uid may run under fullname if it already does, or if
 // nothing does and it is the first live waiter. p.mu is held.
-func (p *PodWorkers) allowStaticPodStart(fullname string, uid types.UID) bool {
+func (p *Workers) allowStaticPodStart(fullname string, uid types.UID) bool {
 	if running, ok := p.startedStatic[fullname]; ok {
 		return running == uid
 	}
@@ -402,7 +403,7 @@ func (p *PodWorkers) allowStaticPodStart(fullname string, uid types.UID) bool {
 }
 
 // startPodSync takes the pending update of uid. ok false: nothing to do.
-func (p *PodWorkers) startPodSync(runCtx context.Context, uid types.UID) (ctx context.Context, wk work, canStart, canEverStart, ok bool) {
+func (p *Workers) startPodSync(runCtx context.Context, uid types.UID) (ctx context.Context, wk work, canStart, canEverStart, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.statuses[uid]
@@ -454,7 +455,7 @@ func (p *PodWorkers) startPodSync(runCtx context.Context, uid types.UID) (ctx co
 }
 
 // workerLoop is the goroutine of one pod UID.
-func (p *PodWorkers) workerLoop(runCtx context.Context, uid types.UID, updates <-chan struct{}) {
+func (p *Workers) workerLoop(runCtx context.Context, uid types.UID, updates <-chan struct{}) {
 	defer p.wg.Done()
 	var lastSync time.Time
 	for {
@@ -516,7 +517,7 @@ func (p *PodWorkers) workerLoop(runCtx context.Context, uid types.UID, updates <
 }
 
 // runSync reads the cache and calls the syncer for one update.
-func (p *PodWorkers) runSync(ctx context.Context, uid types.UID, wk work, lastSync *time.Time) (isTerminal bool, err error) {
+func (p *Workers) runSync(ctx context.Context, uid types.UID, wk work, lastSync *time.Time) (isTerminal bool, err error) {
 	var status *kubetypes.PodStatus
 	if wk.opts.RunningPod == nil {
 		status, err = p.cache.GetNewerThan(ctx, uid, *lastSync)
@@ -555,7 +556,7 @@ func (p *PodWorkers) runSync(ctx context.Context, uid types.UID, wk work, lastSy
 	}
 	// The next sync waits for a runtime status at least as new as this
 	// sync's last change to the runtime: the end of the sync, or the
-	// earlier time the syncer marked (markRuntimeSynced).
+	// earlier time the syncer marked (MarkRuntimeSynced).
 	*lastSync = end
 	if !mark.at.IsZero() && mark.at.Before(end) {
 		*lastSync = mark.at
@@ -566,7 +567,7 @@ func (p *PodWorkers) runSync(ctx context.Context, uid types.UID, wk work, lastSy
 // acknowledgeTerminating records that the worker has seen the termination
 // and returns the status func to use (the last one given) and the grace
 // period in force (computed now if termination came from SyncPod).
-func (p *PodWorkers) acknowledgeTerminating(uid types.UID, wk work) (func(*v1.PodStatus), int64) {
+func (p *Workers) acknowledgeTerminating(uid types.UID, wk work) (func(*v1.PodStatus), int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.statuses[uid]
@@ -587,7 +588,7 @@ func (p *PodWorkers) acknowledgeTerminating(uid types.UID, wk work) (func(*v1.Po
 }
 
 // completeSync: SyncPod reported the pod terminal; it now terminates.
-func (p *PodWorkers) completeSync(uid types.UID) {
+func (p *Workers) completeSync(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.statuses[uid]
@@ -603,7 +604,7 @@ func (p *PodWorkers) completeSync(uid types.UID) {
 
 // completeTerminating: the containers are stopped; release the waiters and
 // move on to terminated.
-func (p *PodWorkers) completeTerminating(uid types.UID) {
+func (p *Workers) completeTerminating(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.statuses[uid]
@@ -621,7 +622,7 @@ func (p *PodWorkers) completeTerminating(uid types.UID) {
 
 // completeTerminatingRuntimePod: a runtime-only pod is stopped; nothing more
 // is needed of it, so its history goes at once.
-func (p *PodWorkers) completeTerminatingRuntimePod(uid types.UID) {
+func (p *Workers) completeTerminatingRuntimePod(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closeWorkerLocked(uid)
@@ -635,7 +636,7 @@ func (p *PodWorkers) completeTerminatingRuntimePod(uid types.UID) {
 }
 
 // completeTerminated: the pod is finished; its worker ends.
-func (p *PodWorkers) completeTerminated(uid types.UID) {
+func (p *Workers) completeTerminated(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closeWorkerLocked(uid)
@@ -645,7 +646,7 @@ func (p *PodWorkers) completeTerminated(uid types.UID) {
 }
 
 // finishUnstartedLocked: a pod stopped before it could start is finished.
-func (p *PodWorkers) finishUnstartedLocked(uid types.UID, s *podSyncStatus) {
+func (p *Workers) finishUnstartedLocked(uid types.UID, s *podSyncStatus) {
 	p.closeWorkerLocked(uid)
 	s.terminatedAt = p.clock.Now()
 	for _, ch := range s.notifyPostTerminating {
@@ -656,7 +657,7 @@ func (p *PodWorkers) finishUnstartedLocked(uid types.UID, s *podSyncStatus) {
 	p.finishLocked(uid, s)
 }
 
-func (p *PodWorkers) finishLocked(uid types.UID, s *podSyncStatus) {
+func (p *Workers) finishLocked(uid types.UID, s *podSyncStatus) {
 	s.finished = true
 	s.working = false
 	s.pending = nil
@@ -670,7 +671,7 @@ func (p *PodWorkers) finishLocked(uid types.UID, s *podSyncStatus) {
 
 // closeWorkerLocked ends uid's goroutine (it sees its channel closed) and
 // forgets it.
-func (p *PodWorkers) closeWorkerLocked(uid types.UID) {
+func (p *Workers) closeWorkerLocked(uid types.UID) {
 	if w, ok := p.workers[uid]; ok {
 		close(w.updates)
 		delete(p.workers, uid)
@@ -679,7 +680,7 @@ func (p *PodWorkers) closeWorkerLocked(uid types.UID) {
 
 // requeueLastUpdateLocked makes the last processed update pending again, so
 // the worker proceeds to the next state at once.
-func (p *PodWorkers) requeueLastUpdateLocked(uid types.UID, s *podSyncStatus) {
+func (p *Workers) requeueLastUpdateLocked(uid types.UID, s *podSyncStatus) {
 	if s.pending != nil || s.active == nil {
 		return
 	}
@@ -695,7 +696,7 @@ func (p *PodWorkers) requeueLastUpdateLocked(uid types.UID, s *podSyncStatus) {
 }
 
 // requeueDelay is how long the pod waits on the work queue after a sync.
-func (p *PodWorkers) requeueDelay(transition bool, err error) time.Duration {
+func (p *Workers) requeueDelay(transition bool, err error) time.Duration {
 	switch {
 	case transition:
 		return 0
@@ -712,7 +713,7 @@ func (p *PodWorkers) requeueDelay(transition bool, err error) time.Duration {
 
 // completeWork puts the pod back on the work queue and wakes the worker
 // again if an update arrived meanwhile.
-func (p *PodWorkers) completeWork(uid types.UID, transition bool, err error) {
+func (p *Workers) completeWork(uid types.UID, transition bool, err error) {
 	p.queue.Enqueue(uid, p.requeueDelay(transition, err))
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -733,7 +734,7 @@ func (p *PodWorkers) completeWork(uid types.UID, transition bool, err error) {
 }
 
 // jitter stretches d by up to jitterFactor at random.
-func (p *PodWorkers) jitter(d time.Duration) time.Duration {
+func (p *Workers) jitter(d time.Duration) time.Duration {
 	return d + time.Duration(p.rand()*jitterFactor*float64(d))
 }
 
@@ -769,7 +770,7 @@ func minBackoffUntil(err error) (time.Time, bool) {
 
 // removeWorkerLocked handles an orphaned pod or one asked to restart in
 // SyncKnownPods. It returns true when the pod's history was dropped.
-func (p *PodWorkers) removeWorkerLocked(uid types.UID, s *podSyncStatus, orphan bool) bool {
+func (p *Workers) removeWorkerLocked(uid types.UID, s *podSyncStatus, orphan bool) bool {
 	if !s.finished {
 		if !orphan {
 			return false // restart requested but still terminating: later
@@ -829,12 +830,12 @@ func backOffOnly(err error) bool {
 }
 
 // syncMark is where a PodSyncer running in a pod worker records when it
-// last changed the pod in the runtime (markRuntimeSynced).
+// last changed the pod in the runtime (MarkRuntimeSynced).
 type syncMark struct{ at time.Time }
 
 type syncMarkKey struct{}
 
-// markRuntimeSynced tells the pod worker running this sync (ctx is the one
+// MarkRuntimeSynced tells the pod worker running this sync (ctx is the one
 // it passed to the PodSyncer) that the sync changes nothing more in the
 // runtime after t: every runtime status read at or after t shows all it
 // did. The worker then waits for a cached status at least as new as t
@@ -844,8 +845,17 @@ type syncMarkKey struct{}
 // give the time of the status it used: anything newer serves the next. A
 // later call replaces an earlier one; outside a pod worker it does
 // nothing.
-func markRuntimeSynced(ctx context.Context, t time.Time) {
+func MarkRuntimeSynced(ctx context.Context, t time.Time) {
 	if m, ok := ctx.Value(syncMarkKey{}).(*syncMark); ok {
 		m.at = t
 	}
+}
+
+// RecordRuntimeSynced returns a context in which MarkRuntimeSynced records
+// its time, and a func that reads the time recorded last (zero if none):
+// what a pod worker passes to each PodSyncer call, for testing a PodSyncer
+// on its own.
+func RecordRuntimeSynced(ctx context.Context) (context.Context, func() time.Time) {
+	mark := &syncMark{}
+	return context.WithValue(ctx, syncMarkKey{}, mark), func() time.Time { return mark.at }
 }
