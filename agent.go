@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/prober"
@@ -60,10 +61,10 @@ type Agent struct {
 	updates chan syncloop.PodUpdate
 	events  chan *syncloop.PodLifecycleEvent
 
-	started atomic.Bool
-	done    chan struct{}
-	errMu   sync.Mutex
-	err     error
+	once  lifecycle.Once
+	done  chan struct{}
+	errMu sync.Mutex
+	err   error
 }
 
 // Runtime returns the runtime engine (pod -> CRI actions).
@@ -184,10 +185,10 @@ type part struct {
 // after a cancellation, else the first failure (naming the part). Containers
 // keep running after Run returns: stopping the agent does not stop pods.
 // A runtime given to WithRuntime stays open (its owner closes it); one made
-// by WithRuntimeEndpoint is closed. Run may be called once.
+// by WithRuntimeEndpoint is closed. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (a *Agent) Run(ctx context.Context) (err error) {
-	if !a.started.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := a.once.Start(); err != nil {
+		return err
 	}
 	defer func() {
 		a.errMu.Lock()
@@ -258,11 +259,8 @@ func (r *runner) start(name string, fn func(context.Context) error) {
 		if pctx.Err() != nil {
 			return // stopped by the runner
 		}
-		if err == nil {
-			err = errors.New("returned early")
-		}
 		select {
-		case r.failed <- fmt.Errorf("%w: %s: %w", ErrPartStopped, name, err):
+		case r.failed <- fmt.Errorf("%w: %w", ErrPartStopped, lifecycle.StoppedEarly(name, err)):
 		default: // another failure is already reported
 		}
 	}()

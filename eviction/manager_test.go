@@ -498,7 +498,7 @@ func TestRun(t *testing.T) {
 	for !h.clock.HasWaiters() {
 		runtime.Gosched()
 	}
-	if err := h.m.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+	if err := h.m.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 		t.Fatalf("second Run: %v", err)
 	}
 	h.clock.Step(10 * time.Second)

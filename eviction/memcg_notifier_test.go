@@ -278,7 +278,7 @@ func TestMemcgV2Run(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- n.Run(ctx, func() { triggers++ }) }()
 		synctest.Wait()
-		if err := n.Run(ctx, func() {}); !errors.Is(err, eviction.ErrAlreadyRunning) {
+		if err := n.Run(ctx, func() {}); !errors.Is(err, eviction.ErrAlreadyRan) {
 			t.Fatalf("second Run: %v", err)
 		}
 		step := func(want int, why string) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -65,7 +66,7 @@ type EventedPLEG struct {
 	fallbackThreshold time.Duration
 	maxRetries        int
 	cacheUpdate       time.Duration
-	running           atomic.Bool
+	once              lifecycle.Once
 	inUse             atomic.Bool
 }
 
@@ -174,23 +175,32 @@ func (e *EventedPLEG) Healthy() (bool, error) {
 
 // Run follows the runtime's container events and runs the GenericPLEG at the
 // long period; on fall-back it keeps only the GenericPLEG, at its normal
-// period. It returns nil when ctx ends and all its goroutines have exited,
-// ErrAlreadyRunning if another Run is in progress.
+// period. It returns nil when ctx ends and all its goroutines have exited.
+// If the GenericPLEG's Run returns before ctx ends (it was run elsewhere,
+// say), Run stops following events and returns an error wrapping
+// lifecycle.ErrStoppedEarly and the GenericPLEG's error.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (e *EventedPLEG) Run(ctx context.Context) error {
-	if !e.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := e.once.Start(); err != nil {
+		return err
 	}
-	defer e.running.Store(false)
 	e.inUse.Store(true)
 	e.generic.evented.Store(true)
 	defer e.stopUsingEvents()
 
 	var wg sync.WaitGroup
-	genericErr := make(chan error, 1)
-	wg.Go(func() { genericErr <- e.generic.Run(ctx) })
-
 	streamCtx, stopStream := context.WithCancel(ctx)
 	defer stopStream()
+	genericErr := make(chan error, 1)
+	wg.Go(func() {
+		err := e.generic.Run(ctx)
+		if ctx.Err() == nil { // fail fast: stop following events too
+			err = lifecycle.StoppedEarly("generic PLEG", err)
+			stopStream()
+		}
+		genericErr <- err
+	})
+
 	ch := make(chan *runtimeapi.ContainerEventResponse, cap(e.generic.events))
 	wg.Go(func() {
 		defer stopStream()

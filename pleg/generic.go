@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -63,7 +64,7 @@ type GenericPLEG struct {
 	events   chan *PodLifecycleEvent
 	requests chan relistRequest
 	kick     chan struct{} // a relist is wanted at once (SetRelistPeriod)
-	running  atomic.Bool
+	once     lifecycle.Once
 	dropped  atomic.Uint64
 	// evented is set while an EventedPLEG feeds the cache: statuses are
 	// then stored with their own time stamps and events are only sent when
@@ -337,12 +338,11 @@ func (g *GenericPLEG) ReleasePod(uid types.UID) {
 // Run relists at once, then again RelistPeriod after each relist ends, and
 // serves RequestRelist in between (a due global relist goes first). Relist
 // errors are logged and retried at the next period. It returns nil when ctx
-// ends, ErrAlreadyRunning if another Run is in progress.
+// ends. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (g *GenericPLEG) Run(ctx context.Context) error {
-	if !g.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := g.once.Start(); err != nil {
+		return err
 	}
-	defer g.running.Store(false)
 
 	g.globalRelist(ctx)
 	timer := g.clock.NewTimer(g.relistPeriod())

@@ -45,7 +45,7 @@ func TestRun(t *testing.T) {
 		if ok, _ := f.g.Healthy(); !ok {
 			t.Fatal("unhealthy after the first relist")
 		}
-		if err := f.g.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+		if err := f.g.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
 			t.Fatalf("second Run: %v", err)
 		}
 
@@ -91,14 +91,14 @@ func TestRun(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("Run returned %v", err)
 		}
-		// It can run again after it returned.
-		stop = start(t, f.g.Run)
-		synctest.Wait()
-		if f.rt.lists() != 5 {
-			t.Fatalf("lists %d, want 5", f.rt.lists())
+		// It runs at most once (package lifecycle): not again after it
+		// returned either.
+		if err := f.g.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
+			t.Fatalf("Run after it returned: %v", err)
 		}
-		if err := stop(); err != nil {
-			t.Fatal(err)
+		synctest.Wait()
+		if f.rt.lists() != 4 {
+			t.Fatalf("lists %d, want 4: a refused Run relisted", f.rt.lists())
 		}
 	})
 }

@@ -1,6 +1,10 @@
 package podconfig
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of these with %w;
 // match them with errors.Is.
@@ -29,6 +33,8 @@ var (
 	// ErrInvalidConfig: a Config or FileSourceConfig field is invalid; the
 	// wrapping error names the field.
 	ErrInvalidConfig = errors.New("podconfig: invalid config")
-	// ErrAlreadyRunning: Run was called twice.
-	ErrAlreadyRunning = errors.New("podconfig: already running")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 )

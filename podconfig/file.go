@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/fsutil"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // DefaultFilePeriod is how often a file source re-reads its path when
@@ -62,12 +63,12 @@ type FileSource struct {
 	cfg FileSourceConfig
 	log *zap.Logger
 
-	mu      sync.Mutex // serializes scans
-	files   map[string]*fileState
-	sent    bool
-	dirty   bool
-	running bool
-	reads   int // files read (tests)
+	mu    sync.Mutex // serializes scans
+	files map[string]*fileState
+	sent  bool
+	dirty bool
+	once  lifecycle.Once
+	reads int // files read (tests)
 }
 
 type fileState struct {
@@ -351,20 +352,12 @@ func readLimited(name string) ([]byte, error) {
 // watched directory Path is removed), it keeps polling every Period and
 // tries to watch again each time. Errors from a sync are logged, not
 // returned. Run returns ctx.Err() once ctx is done
-// and its goroutine (the watcher) is closed. It may run only once at a time.
+// and its goroutine (the watcher) is closed.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *FileSource) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if s.running {
-		s.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := s.once.Start(); err != nil {
+		return err
 	}
-	s.running = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.running = false
-		s.mu.Unlock()
-	}()
 
 	ticker := s.cfg.Clock.NewTicker(s.cfg.Period)
 	defer ticker.Stop()

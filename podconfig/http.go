@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of HTTPSourceConfig.
@@ -68,6 +70,7 @@ type HTTPSourceConfig struct {
 
 // HTTPSource polls one URL for static pods.
 type HTTPSource struct {
+	once     lifecycle.Once
 	url      string // as configured, used for requests
 	redacted string // without user info: logs, errors, UID origin
 	origin   *url.URL
@@ -284,7 +287,11 @@ func (s *HTTPSource) fetch(ctx context.Context) ([]byte, error) {
 // Run calls Sync at once and then every Period on the clock until ctx is
 // done, logging failures (the first few at warn level, then at debug level
 // until a success). It returns nil after ctx is done.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *HTTPSource) Run(ctx context.Context) error {
+	if err := s.once.Start(); err != nil {
+		return err
+	}
 	s.log.Info("watching URL", zap.Duration("period", s.period))
 	for {
 		s.logResult(s.Sync(ctx))

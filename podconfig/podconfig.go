@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Mode is how PodConfig notifies its consumer of changes.
@@ -82,6 +84,7 @@ type PodConfig struct {
 	channels map[string]chan PodUpdate
 	fp       *fingerprinter
 	scratch  mergeScratch
+	once     lifecycle.Once
 	running  bool
 	runCtx   context.Context
 	wg       sync.WaitGroup
@@ -281,13 +284,12 @@ func (c *PodConfig) checkReadyLocked() {
 // not keep up (Updates is full): that stalls the merge, and so every source,
 // which is the intended backpressure. Run returns ctx.Err() (or nil if ctx
 // ended without error) once ctx is done and its goroutines have exited, and
-// closes Updates. It may be called only once.
+// closes Updates. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (c *PodConfig) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if c.running || c.runCtx != nil {
-		c.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := c.once.Start(); err != nil {
+		return err
 	}
+	c.mu.Lock()
 	c.running = true
 	c.runCtx = ctx
 	for name, ch := range c.channels {

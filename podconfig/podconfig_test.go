@@ -384,7 +384,7 @@ func TestRunDeliversInOrderAndStops(t *testing.T) {
 	}
 	for range c.Updates() {
 	}
-	if err := c.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+	if err := c.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
 		t.Errorf("Run after stop: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of a probe's fields left zero (the API's defaults).
@@ -79,6 +81,7 @@ type Manager struct {
 	workers map[workerKey]*worker
 	ctx     context.Context
 	start   time.Time
+	once    lifecycle.Once
 	ran     bool
 	done    bool
 	wg      sync.WaitGroup
@@ -151,14 +154,13 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Updates() <-chan Update { return m.updates }
 
 // Run starts the workers of the pods added so far (and those added later)
-// and returns nil once ctx is done and every worker has exited. A second
-// call returns ErrAlreadyRan.
+// and returns nil once ctx is done and every worker has exited.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
-	m.mu.Lock()
-	if m.ran {
-		m.mu.Unlock()
-		return ErrAlreadyRan
+	if err := m.once.Start(); err != nil {
+		return err
 	}
+	m.mu.Lock()
 	m.ran, m.ctx, m.start = true, ctx, m.clock.Now()
 	for _, w := range m.workers {
 		m.startLocked(w)

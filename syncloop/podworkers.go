@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -22,8 +23,6 @@ var (
 	// ErrPodWorkerInvalidConfig: a PodWorkersConfig field is missing or bad
 	// (the error names it).
 	ErrPodWorkerInvalidConfig = errors.New("syncloop: invalid pod workers config")
-	// ErrPodWorkerRunning: Run was called while the pod workers already run.
-	ErrPodWorkerRunning = errors.New("syncloop: pod workers already running")
 	// ErrPodWorkerStopped: the pod workers have been stopped (their Run
 	// context ended); they take no more updates and cannot run again.
 	ErrPodWorkerStopped = errors.New("syncloop: pod workers stopped")
@@ -245,6 +244,7 @@ type PodWorkers struct {
 	// runCtx is Run's context (nil before Run); every worker context derives
 	// from it.
 	runCtx  context.Context
+	once    lifecycle.Once
 	stopped bool
 	// podsSynced is set by the first SyncKnownPods: from then on a UID
 	// without a worker is known not to run.
@@ -341,19 +341,20 @@ func (p *PodWorkers) WorkQueue() *WorkQueue { return p.queue }
 
 // Run starts the workers of the pods updated so far and of every later
 // update, blocks until ctx ends, then cancels every sync in flight and
-// returns once all worker goroutines have exited. The pod workers cannot run
-// again after that (ErrPodWorkerStopped); a second concurrent Run returns
-// ErrPodWorkerRunning.
+// returns once all worker goroutines have exited. See package lifecycle for
+// the contract: a second call returns ErrAlreadyRan (wrapping
+// ErrPodWorkerStopped as well once the first has returned).
 func (p *PodWorkers) Run(ctx context.Context) error {
-	p.mu.Lock()
-	switch {
-	case p.stopped:
+	if err := p.once.Start(); err != nil {
+		p.mu.Lock()
+		stopped := p.stopped
 		p.mu.Unlock()
-		return ErrPodWorkerStopped
-	case p.runCtx != nil:
-		p.mu.Unlock()
-		return ErrPodWorkerRunning
+		if stopped {
+			return fmt.Errorf("%w: %w", err, ErrPodWorkerStopped)
+		}
+		return err
 	}
+	p.mu.Lock()
 	p.runCtx = ctx
 	for uid, w := range p.workers {
 		p.startWorkerLocked(uid, w)

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Errors of the status manager.
@@ -26,8 +28,6 @@ var (
 	ErrStatusSink = errors.New("syncloop: status sink failed")
 	// ErrStatusNoPod: a nil pod was given.
 	ErrStatusNoPod = errors.New("syncloop: no pod")
-	// ErrStatusAlreadyRunning: Run was called while another Run was active.
-	ErrStatusAlreadyRunning = errors.New("syncloop: status manager already running")
 )
 
 // DefaultStatusSyncPeriod is how often the StatusManager offers every
@@ -84,7 +84,7 @@ type StatusManager struct {
 
 	mu       sync.Mutex
 	statuses map[types.UID]*statusEntry
-	running  bool
+	once     lifecycle.Once
 
 	// pending holds the pods whose status changed (or must be looked at
 	// again) since the last sync; under mu.
@@ -779,20 +779,11 @@ func (m *StatusManager) signal() {
 
 // Run syncs at once, then whenever a status changes and every SyncPeriod,
 // until ctx is done; it returns nil then. It runs in the caller's goroutine
-// and starts none. Only one Run may be active at a time.
+// and starts none. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *StatusManager) Run(ctx context.Context) error {
-	m.mu.Lock()
-	if m.running {
-		m.mu.Unlock()
-		return ErrStatusAlreadyRunning
+	if err := m.once.Start(); err != nil {
+		return err
 	}
-	m.running = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.running = false
-		m.mu.Unlock()
-	}()
 
 	timer := m.clock.NewTimer(m.period)
 	defer timer.Stop()

@@ -550,7 +550,7 @@ func TestStatusManagerRun(t *testing.T) {
 		if n := sink.calls(); n != 1 {
 			t.Fatalf("start sync: %d calls", n)
 		}
-		if err := m.Run(ctx); !errors.Is(err, ErrStatusAlreadyRunning) {
+		if err := m.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 			t.Errorf("second Run: %v", err)
 		}
 

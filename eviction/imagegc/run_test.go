@@ -25,7 +25,7 @@ func TestRun(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- m.Run(ctx) }()
 		synctest.Wait()
-		if err := m.Run(ctx); !errors.Is(err, imagegc.ErrAlreadyRunning) {
+		if err := m.Run(ctx); !errors.Is(err, imagegc.ErrAlreadyRan) {
 			t.Fatalf("second Run = %v", err)
 		}
 		imgs := m.Images()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -50,7 +51,7 @@ type MirrorClient struct {
 
 	mu      sync.Mutex
 	nodeUID types.UID
-	running bool
+	once    lifecycle.Once
 }
 
 // NewMirrorClient validates cfg and fills defaults. It does no I/O.
@@ -210,23 +211,14 @@ func (m *MirrorClient) deleteMirror(ctx context.Context, mirror *v1.Pod) error {
 
 // Run syncs the mirror pods of cfg.StaticPods() at once and then every
 // Period until ctx is done; errors are logged and the next sync tries
-// again. It returns nil when ctx ends.
+// again. It returns nil when ctx ends. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *MirrorClient) Run(ctx context.Context) error {
 	if m.cfg.StaticPods == nil {
 		return fmt.Errorf("%w: StaticPods is required by Run", ErrInvalidConfig)
 	}
-	m.mu.Lock()
-	if m.running {
-		m.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := m.once.Start(); err != nil {
+		return err
 	}
-	m.running = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.running = false
-		m.mu.Unlock()
-	}()
 	t := m.cfg.Clock.NewTicker(m.cfg.Period)
 	defer t.Stop()
 	for {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -59,7 +59,7 @@ type Source struct {
 	backoff  *wait.Backoff
 	clock    clock.Clock
 	log      *zap.Logger
-	running  atomic.Bool
+	once     lifecycle.Once
 }
 
 // New validates cfg and fills its defaults. It does no I/O.
@@ -100,12 +100,11 @@ func New(cfg Config) (*Source, error) {
 
 // Run lists and watches the node's pods until ctx is done, re-listing after
 // errors with the reflector's back-off. It returns nil once the reflector
-// has stopped, or ErrAlreadyRunning if another Run is active.
+// has stopped. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *Source) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := s.once.Start(); err != nil {
+		return err
 	}
-	defer s.running.Store(false)
 
 	selector := fields.OneTermEqualSelector("spec.nodeName", s.nodeName).String()
 	pods := s.client.CoreV1().Pods(metav1.NamespaceAll)

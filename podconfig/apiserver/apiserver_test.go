@@ -180,7 +180,7 @@ func TestRunTwice(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	<-out // the first Run is up
-	if err := s.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+	if err := s.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 		t.Fatalf("second Run = %v", err)
 	}
 	cancel()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -50,6 +51,7 @@ type Config struct {
 
 // Source persists and forwards the updates of one wrapped source.
 type Source struct {
+	once        lifecycle.Once
 	dir         string
 	source      string
 	file        string
@@ -330,7 +332,11 @@ func (s *Source) setAside(name string, cause error) {
 // is done, and replays the persisted set once ReplayAfter has passed
 // without a live update (at once if ReplayAfter is negative). Errors are
 // logged. It returns nil after ctx is done.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *Source) Run(ctx context.Context) error {
+	if err := s.once.Start(); err != nil {
+		return err
+	}
 	var replayC <-chan time.Time
 	if s.replayAfter < 0 {
 		s.replay(ctx)

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of Config.
@@ -124,7 +126,7 @@ type Watcher struct {
 	filters []string
 	log     *zap.Logger
 	clock   clock.Clock
-	running atomic.Bool
+	once    lifecycle.Once
 
 	streams, delivered, ignored atomic.Uint64
 
@@ -224,13 +226,12 @@ func (w *Watcher) Stats() Stats {
 // Run subscribes to the events and hands them to the Handler until ctx
 // ends; a failed stream is reopened after a back-off. It returns nil when
 // ctx ends, ErrUnsupported (wrapped) if the endpoint has no containerd
-// event service, ErrAlreadyRunning if another Run is in progress. It
-// returns only after every goroutine it started has ended.
+// event service. It returns only after every goroutine it started has
+// ended. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (w *Watcher) Run(ctx context.Context) error {
-	if !w.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := w.once.Start(); err != nil {
+		return err
 	}
-	defer w.running.Store(false)
 
 	conn := w.cfg.Conn
 	if conn == nil {

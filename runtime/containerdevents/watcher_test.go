@@ -250,7 +250,7 @@ func TestAlreadyRunning(t *testing.T) {
 	}
 	start(t, w)
 	rec.next(t)
-	if err := w.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+	if err := w.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
 		t.Fatalf("second Run: %v", err)
 	}
 }

@@ -24,7 +24,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -35,9 +34,6 @@ import (
 
 	"github.com/nodekit/nodekit/volumemgr"
 )
-
-// ErrInvalidConfig: New was given no client.
-var ErrInvalidConfig = errors.New("volumemgr/apiserver: invalid config")
 
 // Objects reads objects from the API server. It satisfies
 // volumemgr.ObjectSource, volumemgr.TokenSource and runtime.EnvSourceGetter.

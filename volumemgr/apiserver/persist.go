@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -88,6 +89,7 @@ type PersistConfig struct {
 // Service account tokens are kept too (the last one per pod, service
 // account and audience) and served when the API server cannot answer.
 type Persisted struct {
+	once       lifecycle.Once
 	live       *Objects
 	dir        string
 	pods       func() []*v1.Pod
@@ -769,8 +771,11 @@ func (p *Persisted) Inventory() (configMaps, secrets int, err error) {
 }
 
 // Run takes the Inventory, then calls Sync every SyncPeriod until ctx is
-// done and returns nil then.
+// done and returns nil then. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (p *Persisted) Run(ctx context.Context) error {
+	if err := p.once.Start(); err != nil {
+		return err
+	}
 	_, _, _ = p.Inventory() // logged
 	t := p.clock.NewTicker(p.period)
 	defer t.Stop()
