@@ -354,7 +354,7 @@ func (l *lazyMemcgNotifier) Run(ctx context.Context, trigger func()) error {
 	}
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil
 	case <-l.ready:
 	}
 	l.mu.Lock()

@@ -488,7 +488,7 @@ func evictionMessage(res v1.ResourceName, pod *v1.Pod, st *PodStats, ts []Thresh
 
 // Run calls SyncOnce at once, then every Interval and whenever Trigger is
 // called or a notifier reports a crossing, until ctx is done. It starts
-// each of Config.Notifiers' Run and returns ctx's error once they and the
+// each of Config.Notifiers' Run and returns nil once they and the
 // loop have exited. Cycle and notifier errors are logged. Triggers are
 // coalesced: any number of them while a cycle runs give one more cycle.
 // Notifiers only speed cycles up: one whose Run returns early is logged and
@@ -522,7 +522,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil
 		case <-t.C():
 		case <-m.trigger:
 			t.Stop()

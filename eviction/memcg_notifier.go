@@ -384,7 +384,7 @@ func memcgWorkingSet(dir string, v int, root bool) (int64, error) {
 }
 
 // Run calls trigger on each crossing until ctx is done, then releases the
-// v1 registration and returns ctx's error once its goroutines have exited.
+// v1 registration and returns nil once its goroutines have exited.
 // On v1 it waits on the kernel's eventfd; on v2 it polls every
 // PollInterval. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (n *MemcgNotifier) Run(ctx context.Context, trigger func()) error {
@@ -397,10 +397,16 @@ func (n *MemcgNotifier) Run(ctx context.Context, trigger func()) error {
 	n.mu.Lock()
 	v := n.detect()
 	n.mu.Unlock()
+	var err error
 	if v == 1 {
-		return n.runEventfd(ctx, trigger)
+		err = n.runEventfd(ctx, trigger)
+	} else {
+		err = n.runPoll(ctx, trigger)
 	}
-	return n.runPoll(ctx, trigger)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil // a clean stop
+	}
+	return err
 }
 
 func (n *MemcgNotifier) runPoll(ctx context.Context, trigger func()) error {

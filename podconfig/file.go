@@ -351,7 +351,7 @@ func readLimited(name string) ([]byte, error) {
 // metadata moved. If watching fails (or the watcher reports an error, or a
 // watched directory Path is removed), it keeps polling every Period and
 // tries to watch again each time. Errors from a sync are logged, not
-// returned. Run returns ctx.Err() once ctx is done
+// returned. Run returns nil once ctx is done
 // and its goroutine (the watcher) is closed.
 // See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *FileSource) Run(ctx context.Context) error {
@@ -394,7 +394,7 @@ func (s *FileSource) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case <-ticker.C():
 			watch()
 			sync(true) // every Period, every file is read

@@ -282,9 +282,8 @@ func (c *PodConfig) checkReadyLocked() {
 // Run merges updates from every source channel, one at a time, and delivers
 // the results on Updates in order. Delivery blocks when the consumer does
 // not keep up (Updates is full): that stalls the merge, and so every source,
-// which is the intended backpressure. Run returns ctx.Err() (or nil if ctx
-// ended without error) once ctx is done and its goroutines have exited, and
-// closes Updates. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
+// which is the intended backpressure. Run returns nil once ctx is done
+// and its goroutines have exited, and closes Updates. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (c *PodConfig) Run(ctx context.Context) error {
 	if err := c.once.Start(); err != nil {
 		return err
@@ -308,16 +307,16 @@ func (c *PodConfig) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case it := <-c.in:
 			for _, u := range c.Merge(it.source, it.update) {
 				if !c.deliver(ctx, u) {
-					return ctx.Err()
+					return nil
 				}
 			}
 		case <-c.syncReq:
 			if !c.deliver(ctx, c.Snapshot()) {
-				return ctx.Err()
+				return nil
 			}
 		}
 	}

@@ -522,7 +522,7 @@ func (m *Manager) Images() []ImageRecord {
 }
 
 // Run detects the images at once, then calls GarbageCollect every Period
-// until ctx is done; errors are logged. It returns ctx's error once its
+// until ctx is done; errors are logged. It returns nil once its
 // loop has exited. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := m.once.Start(); err != nil {
@@ -536,7 +536,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil
 		case <-t.C():
 		}
 		if err := m.GarbageCollect(ctx); err != nil && ctx.Err() == nil {
