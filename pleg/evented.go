@@ -73,8 +73,12 @@ type EventedPLEG struct {
 // NewEvented validates cfg, fills defaults and returns an EventedPLEG. It
 // starts nothing.
 func NewEvented(cfg EventedConfig) (*EventedPLEG, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
 	if cfg.Events == nil {
-		return nil, fmt.Errorf("%w: Events is required", ErrInvalidConfig)
+		bad("Events is required")
 	}
 	for _, f := range []struct {
 		name string
@@ -88,29 +92,38 @@ func NewEvented(cfg EventedConfig) (*EventedPLEG, error) {
 		{"CacheUpdatePeriod", &cfg.CacheUpdatePeriod, DefaultCacheUpdatePeriod},
 	} {
 		if *f.d < 0 {
-			return nil, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.d)
+			bad("%s %v is negative", f.name, *f.d)
 		}
 		if *f.d == 0 {
 			*f.d = f.def
 		}
 	}
-	if cfg.RelistThreshold <= cfg.RelistPeriod {
-		return nil, fmt.Errorf("%w: RelistThreshold %v must exceed RelistPeriod %v", ErrInvalidConfig, cfg.RelistThreshold, cfg.RelistPeriod)
+	if cfg.RelistPeriod > 0 && cfg.RelistThreshold > 0 && cfg.RelistThreshold <= cfg.RelistPeriod {
+		bad("RelistThreshold %v must exceed RelistPeriod %v", cfg.RelistThreshold, cfg.RelistPeriod)
 	}
-	if cfg.EventedRelistThreshold <= cfg.EventedRelistPeriod {
-		return nil, fmt.Errorf("%w: EventedRelistThreshold %v must exceed EventedRelistPeriod %v", ErrInvalidConfig, cfg.EventedRelistThreshold, cfg.EventedRelistPeriod)
+	evOK := cfg.EventedRelistPeriod > 0 && cfg.EventedRelistThreshold > 0
+	if evOK && cfg.EventedRelistThreshold <= cfg.EventedRelistPeriod {
+		evOK = false
+		bad("EventedRelistThreshold %v must exceed EventedRelistPeriod %v", cfg.EventedRelistThreshold, cfg.EventedRelistPeriod)
 	}
 	if cfg.MaxStreamRetries < 0 {
-		return nil, fmt.Errorf("%w: MaxStreamRetries %d is negative", ErrInvalidConfig, cfg.MaxStreamRetries)
+		bad("MaxStreamRetries %d is negative", cfg.MaxStreamRetries)
 	}
 	if cfg.MaxStreamRetries == 0 {
 		cfg.MaxStreamRetries = DefaultMaxStreamRetries
 	}
 	gcfg := cfg.Config
 	gcfg.RelistPeriod, gcfg.RelistThreshold = cfg.EventedRelistPeriod, cfg.EventedRelistThreshold
+	if !evOK {
+		// Reported above; keep New from naming them again as its own.
+		gcfg.RelistPeriod, gcfg.RelistThreshold = DefaultEventedRelistPeriod, DefaultEventedRelistThreshold
+	}
 	g, err := New(gcfg)
 	if err != nil {
-		return nil, err
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &EventedPLEG{
 		generic:           g,

@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -123,20 +124,24 @@ type relistRequest struct {
 // New validates cfg, fills defaults and returns a GenericPLEG. It starts
 // nothing.
 func New(cfg Config) (*GenericPLEG, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
 	if cfg.Runtime == nil {
-		return nil, fmt.Errorf("%w: Runtime is required", ErrInvalidConfig)
+		bad("Runtime is required")
 	}
 	if cfg.RelistPeriod < 0 {
-		return nil, fmt.Errorf("%w: RelistPeriod %v is negative", ErrInvalidConfig, cfg.RelistPeriod)
+		bad("RelistPeriod %v is negative", cfg.RelistPeriod)
 	}
 	if cfg.RelistThreshold < 0 {
-		return nil, fmt.Errorf("%w: RelistThreshold %v is negative", ErrInvalidConfig, cfg.RelistThreshold)
+		bad("RelistThreshold %v is negative", cfg.RelistThreshold)
 	}
 	if cfg.ChannelCapacity < 0 {
-		return nil, fmt.Errorf("%w: ChannelCapacity %d is negative", ErrInvalidConfig, cfg.ChannelCapacity)
+		bad("ChannelCapacity %d is negative", cfg.ChannelCapacity)
 	}
 	if cfg.RelistQueueCapacity < 0 {
-		return nil, fmt.Errorf("%w: RelistQueueCapacity %d is negative", ErrInvalidConfig, cfg.RelistQueueCapacity)
+		bad("RelistQueueCapacity %d is negative", cfg.RelistQueueCapacity)
 	}
 	if cfg.RelistPeriod == 0 {
 		cfg.RelistPeriod = DefaultRelistPeriod
@@ -144,8 +149,11 @@ func New(cfg Config) (*GenericPLEG, error) {
 	if cfg.RelistThreshold == 0 {
 		cfg.RelistThreshold = DefaultRelistThreshold
 	}
-	if cfg.RelistThreshold <= cfg.RelistPeriod {
-		return nil, fmt.Errorf("%w: RelistThreshold %v must exceed RelistPeriod %v", ErrInvalidConfig, cfg.RelistThreshold, cfg.RelistPeriod)
+	if cfg.RelistPeriod > 0 && cfg.RelistThreshold > 0 && cfg.RelistThreshold <= cfg.RelistPeriod {
+		bad("RelistThreshold %v must exceed RelistPeriod %v", cfg.RelistThreshold, cfg.RelistPeriod)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.ChannelCapacity == 0 {
 		cfg.ChannelCapacity = DefaultChannelCapacity

@@ -22,6 +22,19 @@ const (
 	unknown = runtime.ContainerStateUnknown
 )
 
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{RelistPeriod: -1, ChannelCapacity: -2})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Runtime", "RelistPeriod", "ChannelCapacity"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	rt := newStub()
 	for name, cfg := range map[string]Config{

@@ -181,6 +181,23 @@ func newEvented(t *testing.T, rt Runtime, src EventSource, fc *clocktesting.Fake
 	return e
 }
 
+// TestNewEventedReportsEveryProblem: NewEvented names every bad field at
+// once, its own and those of the embedded Config.
+func TestNewEventedReportsEveryProblem(t *testing.T) {
+	_, err := NewEvented(EventedConfig{MaxStreamRetries: -1, CacheUpdatePeriod: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewEvented = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Events", "Runtime", "MaxStreamRetries", "CacheUpdatePeriod"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("NewEvented = %v: %s not named", err, name)
+		}
+	}
+	if n := strings.Count(err.Error(), "RelistThreshold"); n != 0 {
+		t.Errorf("NewEvented = %v: a good RelistThreshold named", err)
+	}
+}
+
 func TestEventedValidates(t *testing.T) {
 	rt := newStub()
 	for name, cfg := range map[string]EventedConfig{

@@ -2,6 +2,7 @@ package podconfig
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/nodekit/nodekit/lifecycle"
 )
@@ -38,3 +39,14 @@ var (
 	// value as lifecycle.ErrAlreadyRan.
 	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 )
+
+// problems collects the configuration problems a constructor finds, each
+// wrapping ErrInvalidConfig, so that it reports all of them at once.
+type problems []error
+
+func (p *problems) add(format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+}
+
+// err is nil without problems, else all of them (errors.Join).
+func (p problems) err() error { return errors.Join(p...) }

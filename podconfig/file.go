@@ -83,17 +83,21 @@ type fileState struct {
 
 // NewFileSource validates cfg. It does no I/O.
 func NewFileSource(cfg FileSourceConfig) (*FileSource, error) {
+	var bad problems
 	if cfg.Path == "" {
-		return nil, fmt.Errorf("%w: Path: empty", ErrInvalidConfig)
+		bad.add("Path: empty")
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName: empty", ErrInvalidConfig)
+		bad.add("NodeName: empty")
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out: nil channel", ErrInvalidConfig)
+		bad.add("Out: nil channel")
 	}
 	if cfg.Period < 0 {
-		return nil, fmt.Errorf("%w: Period: %v is negative", ErrInvalidConfig, cfg.Period)
+		bad.add("Period: %v is negative", cfg.Period)
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
 	}
 	if cfg.Period == 0 {
 		cfg.Period = DefaultFilePeriod

@@ -102,13 +102,22 @@ type sourced struct {
 
 // New validates cfg and returns a PodConfig. It starts nothing.
 func New(cfg Config) (*PodConfig, error) {
+	var bad problems
 	switch cfg.Mode {
 	case Incremental, Snapshot, SnapshotAndUpdates:
 	default:
-		return nil, fmt.Errorf("%w: Mode: unknown mode %d", ErrInvalidConfig, int(cfg.Mode))
+		bad.add("Mode: unknown mode %d", int(cfg.Mode))
 	}
 	if cfg.UpdatesBuffer < 0 {
-		return nil, fmt.Errorf("%w: UpdatesBuffer: %d is negative", ErrInvalidConfig, cfg.UpdatesBuffer)
+		bad.add("UpdatesBuffer: %d is negative", cfg.UpdatesBuffer)
+	}
+	for i, s := range cfg.Sources {
+		if s == "" {
+			bad.add("Sources[%d]: empty source name: %w", i, ErrInvalidSource)
+		}
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
 	}
 	if cfg.UpdatesBuffer == 0 {
 		cfg.UpdatesBuffer = DefaultUpdatesBuffer
@@ -131,10 +140,7 @@ func New(cfg Config) (*PodConfig, error) {
 		in:       make(chan sourced),
 		syncReq:  make(chan struct{}, 1),
 	}
-	for i, s := range cfg.Sources {
-		if s == "" {
-			return nil, fmt.Errorf("%w: Sources[%d]: empty source name: %w", ErrInvalidConfig, i, ErrInvalidSource)
-		}
+	for _, s := range cfg.Sources {
 		if !slices.Contains(c.required, s) {
 			c.required = append(c.required, s)
 		}

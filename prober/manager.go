@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -96,11 +97,15 @@ type workerKey struct {
 // New validates cfg, fills its defaults and returns a Manager. It starts
 // nothing and does no I/O.
 func New(cfg Config) (*Manager, error) {
+	var errs []error
 	if cfg.Status == nil {
-		return nil, fmt.Errorf("%w: Status is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Status is required", ErrInvalidConfig))
 	}
 	if cfg.UpdatesBuffer < 0 {
-		return nil, fmt.Errorf("%w: UpdatesBuffer (%d) is negative", ErrInvalidConfig, cfg.UpdatesBuffer)
+		errs = append(errs, fmt.Errorf("%w: UpdatesBuffer (%d) is negative", ErrInvalidConfig, cfg.UpdatesBuffer))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.UpdatesBuffer == 0 {
 		cfg.UpdatesBuffer = DefaultUpdatesBuffer

@@ -113,11 +113,15 @@ type statusSent struct {
 
 // NewStatusManager validates cfg and returns a StatusManager. It starts nothing.
 func NewStatusManager(cfg StatusConfig) (*StatusManager, error) {
+	var errs []error
 	if cfg.Sink == nil {
-		return nil, fmt.Errorf("%w: Sink is required", ErrStatusConfig)
+		errs = append(errs, fmt.Errorf("%w: Sink is required", ErrStatusConfig))
 	}
 	if cfg.SyncPeriod < 0 {
-		return nil, fmt.Errorf("%w: SyncPeriod %v is negative", ErrStatusConfig, cfg.SyncPeriod)
+		errs = append(errs, fmt.Errorf("%w: SyncPeriod %v is negative", ErrStatusConfig, cfg.SyncPeriod))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.SyncPeriod == 0 {
 		cfg.SyncPeriod = DefaultStatusSyncPeriod

@@ -665,3 +665,16 @@ func TestStatusEqualByAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestNewStatusManagerReportsEveryProblem: every bad field is named at once.
+func TestNewStatusManagerReportsEveryProblem(t *testing.T) {
+	_, err := NewStatusManager(StatusConfig{SyncPeriod: -1})
+	if !errors.Is(err, ErrStatusConfig) {
+		t.Fatalf("NewStatusManager = %v, want ErrStatusConfig", err)
+	}
+	for _, name := range []string{"Sink", "SyncPeriod"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("NewStatusManager = %v: %s not named", err, name)
+		}
+	}
+}

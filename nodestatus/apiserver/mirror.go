@@ -56,14 +56,18 @@ type MirrorClient struct {
 
 // NewMirrorClient validates cfg and fills defaults. It does no I/O.
 func NewMirrorClient(cfg MirrorClientConfig) (*MirrorClient, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig))
 	}
 	if cfg.Period < 0 {
-		return nil, fmt.Errorf("%w: Period must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Period must not be negative", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.Period == 0 {
 		cfg.Period = 10 * time.Second

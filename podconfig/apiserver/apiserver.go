@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -64,20 +65,24 @@ type Source struct {
 
 // New validates cfg and fills its defaults. It does no I/O.
 func New(cfg Config) (*Source, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig))
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Out is required", ErrInvalidConfig))
 	}
 	if cfg.Resync < 0 {
-		return nil, fmt.Errorf("%w: Resync must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Resync must not be negative", ErrInvalidConfig))
 	}
 	if cfg.MaxRetryBackoff < 0 {
-		return nil, fmt.Errorf("%w: MaxRetryBackoff must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: MaxRetryBackoff must not be negative", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	s := &Source{
 		client:   cfg.Client,

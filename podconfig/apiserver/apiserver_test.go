@@ -206,3 +206,16 @@ func TestNewConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{Resync: -1, MaxRetryBackoff: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Client", "NodeName", "Out", "Resync", "MaxRetryBackoff"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
+}

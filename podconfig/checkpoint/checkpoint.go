@@ -72,18 +72,22 @@ type Source struct {
 
 // New validates cfg and fills its defaults. It does no I/O.
 func New(cfg Config) (*Source, error) {
+	var errs []error
 	if cfg.Dir == "" {
-		return nil, fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Dir is required", ErrInvalidConfig))
 	}
 	if cfg.Source == "" {
-		return nil, fmt.Errorf("%w: Source is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Source is required", ErrInvalidConfig))
 	}
 	file := "podconfig-" + cfg.Source + ".json"
 	if err := ckpt.ValidateName(file); err != nil {
-		return nil, fmt.Errorf("%w: Source %q cannot name a file: %w", ErrInvalidConfig, cfg.Source, err)
+		errs = append(errs, fmt.Errorf("%w: Source %q cannot name a file: %w", ErrInvalidConfig, cfg.Source, err))
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Out is required", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	s := &Source{
 		dir:         cfg.Dir,

@@ -138,28 +138,30 @@ type Watcher struct {
 // New validates cfg, fills defaults and returns a Watcher. It does no I/O.
 func New(cfg Config) (*Watcher, error) {
 	w := &Watcher{}
+	var errs []error
 	switch {
 	case cfg.Conn != nil && cfg.Endpoint != "":
-		return nil, fmt.Errorf("%w: give Endpoint or Conn, not both", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: give Endpoint or Conn, not both", ErrInvalidConfig))
 	case cfg.Conn == nil:
 		path, err := socketPath(cfg.Endpoint)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 		w.target = "unix://" + path
 	}
 	if cfg.Handler == nil {
-		return nil, fmt.Errorf("%w: Handler is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Handler is required", ErrInvalidConfig))
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
 	if strings.ContainsAny(cfg.Namespace, "\"\\\n") {
-		return nil, fmt.Errorf("%w: Namespace %q has a character a filter cannot hold", ErrInvalidConfig, cfg.Namespace)
+		errs = append(errs, fmt.Errorf("%w: Namespace %q has a character a filter cannot hold", ErrInvalidConfig, cfg.Namespace))
 	}
-	if cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.OOMMemory < 0 {
-		return nil, fmt.Errorf("%w: MinBackoff %v, MaxBackoff %v and OOMMemory %d must not be negative",
-			ErrInvalidConfig, cfg.MinBackoff, cfg.MaxBackoff, cfg.OOMMemory)
+	negative := cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.OOMMemory < 0
+	if negative {
+		errs = append(errs, fmt.Errorf("%w: MinBackoff %v, MaxBackoff %v and OOMMemory %d must not be negative",
+			ErrInvalidConfig, cfg.MinBackoff, cfg.MaxBackoff, cfg.OOMMemory))
 	}
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = DefaultMinBackoff
@@ -167,8 +169,11 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.MaxBackoff == 0 {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
 	}
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		return nil, fmt.Errorf("%w: MaxBackoff %v is below MinBackoff %v", ErrInvalidConfig, cfg.MaxBackoff, cfg.MinBackoff)
+	if !negative && cfg.MaxBackoff < cfg.MinBackoff {
+		errs = append(errs, fmt.Errorf("%w: MaxBackoff %v is below MinBackoff %v", ErrInvalidConfig, cfg.MaxBackoff, cfg.MinBackoff))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.OOMMemory == 0 {
 		cfg.OOMMemory = DefaultOOMMemory

@@ -289,3 +289,16 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{Endpoint: "tcp://x", Namespace: "a\"b", MinBackoff: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Endpoint", "Handler", "Namespace", "MinBackoff"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
+}

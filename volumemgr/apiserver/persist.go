@@ -115,14 +115,18 @@ func (k objKey) String() string { return k.kind + " " + k.namespace + "/" + k.na
 
 // NewPersisted validates cfg and fills its defaults. It does no I/O.
 func NewPersisted(cfg PersistConfig) (*Persisted, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.Dir == "" || strings.ContainsRune(cfg.Dir, 0) {
-		return nil, fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Dir is required", ErrInvalidConfig))
 	}
 	if cfg.APITimeout < 0 || cfg.RetryAfter < 0 || cfg.SyncPeriod < 0 {
-		return nil, fmt.Errorf("%w: APITimeout, RetryAfter and SyncPeriod must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: APITimeout, RetryAfter and SyncPeriod must not be negative", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	p := &Persisted{
 		live:       &Objects{client: cfg.Client},
