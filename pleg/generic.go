@@ -229,16 +229,14 @@ func (g *GenericPLEG) Listing() ([]*runtime.Pod, time.Time) {
 
 // Healthy reports whether a global relist succeeded, and the last one started
 // no longer than RelistThreshold ago. The error, wrapping ErrNotHealthy,
-// says why not.
+// says why not. It only reads: kubelet_pleg_last_seen_seconds is set by
+// each successful relist.
 func (g *GenericPLEG) Healthy() (bool, error) {
 	g.mu.Lock()
 	last, threshold := g.lastRelist, g.threshold
 	g.mu.Unlock()
 	if last.IsZero() {
 		return false, fmt.Errorf("%w: no relist has succeeded yet", ErrNotHealthy)
-	}
-	if g.metrics != nil {
-		g.metrics.lastSeen.Set(float64(last.Unix()))
 	}
 	if since := g.clock.Since(last); since > threshold {
 		return false, fmt.Errorf("%w: last relist was %v ago; threshold is %v", ErrNotHealthy, since, threshold)
@@ -439,6 +437,9 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	g.lastRelist = start
+	if g.metrics != nil {
+		g.metrics.lastSeen.Set(float64(start.Unix()))
+	}
 	g.listing = pods
 	// Pods held (being changed by their worker) are left out; see HoldPod.
 	// The set is taken after the listing began, so a pod left out was

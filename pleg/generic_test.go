@@ -493,6 +493,42 @@ func TestRequestRelistQueueFull(t *testing.T) {
 	}
 }
 
+// TestLastSeenGauge: kubelet_pleg_last_seen_seconds is the time of the last
+// successful relist, set by the relist itself; Healthy (a getter) leaves it
+// alone, and a failed relist does not move it.
+func TestLastSeenGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, func(c *Config) { c.Registerer = reg })
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != 0 {
+		t.Fatalf("last seen %v before any relist, want 0", v)
+	}
+	_, _ = f.g.Healthy()
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != 0 {
+		t.Fatalf("last seen %v after Healthy with no relist, want 0", v)
+	}
+	f.relist(t)
+	want := float64(f.clock.Now().Unix())
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != want {
+		t.Fatalf("last seen %v after a relist, want %v", v, want)
+	}
+	f.clock.Step(time.Hour)
+	if ok, _ := f.g.Healthy(); ok {
+		t.Fatal("healthy an hour after the last relist")
+	}
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != want {
+		t.Fatalf("last seen %v after Healthy, want %v (unchanged)", v, want)
+	}
+	f.rt.mu.Lock()
+	f.rt.podsErr = errors.New("runtime down")
+	f.rt.mu.Unlock()
+	if err := f.g.Relist(t.Context()); err == nil {
+		t.Fatal("relist succeeded with the runtime down")
+	}
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != want {
+		t.Fatalf("last seen %v after a failed relist, want %v", v, want)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	f := newFixture(t, func(c *Config) { c.Registerer = reg; c.ChannelCapacity = 1 })
