@@ -27,7 +27,10 @@
 //     returns an error wrapping ErrStoppedEarly that names the child and
 //     wraps the child's error (see StoppedEarly). The parent does not
 //     restart the child: restarting is the embedding program's decision,
-//     and it does so by building new values.
+//     and it does so by building new values. The one exception is a child
+//     that only speeds its parent up and is documented as optional there:
+//     eviction.Manager goes on cycling every Interval when a threshold
+//     notifier stops, as the kubelet does.
 //
 // # Use
 //
