@@ -19,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/prober"
@@ -61,10 +62,10 @@ type Agent struct {
 	updates chan kubetypes.PodUpdate
 	events  chan *kubetypes.PodLifecycleEvent
 
-	started atomic.Bool
-	done    chan struct{}
-	errMu   sync.Mutex
-	err     error
+	once  lifecycle.Once
+	done  chan struct{}
+	errMu sync.Mutex
+	err   error
 }
 
 // Runtime returns the runtime engine (pod -> CRI actions).
@@ -177,10 +178,10 @@ type part struct {
 // after a cancellation, else the first failure (naming the part). Containers
 // keep running after Run returns: stopping the agent does not stop pods.
 // A runtime given to WithRuntime stays open (its owner closes it); one made
-// by WithRuntimeEndpoint is closed. Run may be called once.
+// by WithRuntimeEndpoint is closed. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (a *Agent) Run(ctx context.Context) (err error) {
-	if !a.started.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := a.once.Start(); err != nil {
+		return err
 	}
 	defer func() {
 		a.errMu.Lock()
@@ -251,11 +252,8 @@ func (r *runner) start(name string, fn func(context.Context) error) {
 		if pctx.Err() != nil {
 			return // stopped by the runner
 		}
-		if err == nil {
-			err = errors.New("returned early")
-		}
 		select {
-		case r.failed <- fmt.Errorf("%w: %s: %w", ErrPartStopped, name, err):
+		case r.failed <- fmt.Errorf("%w: %w", ErrPartStopped, lifecycle.StoppedEarly(name, err)):
 		default: // another failure is already reported
 		}
 	}()

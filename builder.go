@@ -37,7 +37,7 @@ type RuntimeStatuser interface {
 	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
 }
 
-// PodSource is a source of pods the Agent runs: it sends podconfig.PodUpdates
+// PodSource is a source of pods the Agent runs: it sends kubetypes.PodUpdates
 // (normally a SET of all its pods) into the channel it was built with until
 // ctx ends. podconfig's FileSource and HTTPSource satisfy it.
 type PodSource interface {

@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/eviction/imagegc"
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -310,6 +311,7 @@ type lazyMemcgNotifier struct {
 	clock  clock.Clock
 	logger *zap.Logger
 	ready  chan struct{}
+	once   lifecycle.Once
 
 	mu sync.Mutex
 	n  *eviction.MemcgNotifier
@@ -347,9 +349,12 @@ func (l *lazyMemcgNotifier) UpdateThreshold(s *eviction.Summary) error {
 }
 
 func (l *lazyMemcgNotifier) Run(ctx context.Context, trigger func()) error {
+	if err := l.once.Start(); err != nil {
+		return err
+	}
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil
 	case <-l.ready:
 	}
 	l.mu.Lock()

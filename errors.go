@@ -1,6 +1,10 @@
 package nodekit
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of these with %w
 // (besides the errors of the parts, which Build and Run wrap with the part's
@@ -10,10 +14,13 @@ var (
 	// or a part refused its configuration. The wrapping error names the part
 	// and the field.
 	ErrInvalidConfig = errors.New("nodekit: invalid config")
-	// ErrAlreadyRunning: Agent.Run was called a second time.
-	ErrAlreadyRunning = errors.New("nodekit: agent already ran")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 	// ErrPartStopped: a part's Run returned while the agent still ran (with
-	// nil, or with an error of its own, which is wrapped as well).
+	// nil, or with an error of its own, which is wrapped as well, together
+	// with lifecycle.ErrStoppedEarly).
 	ErrPartStopped = errors.New("nodekit: part stopped")
 	// ErrConnect: the container runtime could not be reached at start.
 	ErrConnect = errors.New("nodekit: runtime connect failed")

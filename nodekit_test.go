@@ -218,8 +218,8 @@ func TestAgentRunsManifestPods(t *testing.T) {
 	if got := runningContainers(t, rt); len(got) != 2 {
 		t.Errorf("after the agent stopped: running %v, want a and c", got)
 	}
-	if err := agent.Run(t.Context()); !errors.Is(err, nodekit.ErrAlreadyRunning) {
-		t.Errorf("second Run: %v, want ErrAlreadyRunning", err)
+	if err := agent.Run(t.Context()); !errors.Is(err, nodekit.ErrAlreadyRan) {
+		t.Errorf("second Run: %v, want ErrAlreadyRan", err)
 	}
 }
 

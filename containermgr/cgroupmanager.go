@@ -121,17 +121,21 @@ type CgroupManager struct {
 
 // NewCgroupManager validates cfg. It does no I/O.
 func NewCgroupManager(cfg CgroupManagerConfig) (*CgroupManager, error) {
+	var errs []error
 	if cfg.Root == "" || !filepath.IsAbs(cfg.Root) {
-		return nil, fmt.Errorf("%w: Root %q must be an absolute path", ErrInvalidConfig, cfg.Root)
+		errs = append(errs, fmt.Errorf("%w: Root %q must be an absolute path", ErrInvalidConfig, cfg.Root))
 	}
 	if cfg.Version != V1 && cfg.Version != V2 {
-		return nil, fmt.Errorf("%w: Version %q (want v1 or v2)", ErrInvalidConfig, cfg.Version)
+		errs = append(errs, fmt.Errorf("%w: Version %q (want v1 or v2)", ErrInvalidConfig, cfg.Version))
 	}
 	if cfg.Driver == "" {
 		cfg.Driver = DriverCgroupfs
 	}
 	if cfg.Driver != DriverCgroupfs && cfg.Driver != DriverSystemd {
-		return nil, fmt.Errorf("%w: Driver %q (want cgroupfs or systemd)", ErrInvalidConfig, cfg.Driver)
+		errs = append(errs, fmt.Errorf("%w: Driver %q (want cgroupfs or systemd)", ErrInvalidConfig, cfg.Driver))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

@@ -1,9 +1,17 @@
 package containermgr
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 // Sentinel errors. Functions wrap them with %w; match them with errors.Is.
 var (
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 	// ErrInvalidConfig: a Config field is wrong (the message names it).
 	ErrInvalidConfig = errors.New("containermgr: invalid config")
 	// ErrInvalidCgroupName: a cgroup name part is empty, holds '/' or '_',

@@ -15,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of Config.
@@ -87,6 +89,7 @@ type Config struct {
 // DestroyPodCgroup) and the runtime's cgroup parent provider
 // (PodCgroupParent).
 type Manager struct {
+	once    lifecycle.Once
 	cfg     Config
 	log     *zap.Logger
 	clock   clock.WithTicker
@@ -643,7 +646,11 @@ func (m *Manager) CleanupOrphans(ctx context.Context, activePods []*v1.Pod, sour
 // Run starts the manager (Start) and then, every QOSUpdatePeriod, updates
 // the QoS cgroups from the active pods and retries the allocatable limit
 // until it is set. It returns nil when ctx ends, or Start's error.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
+	if err := m.once.Start(); err != nil {
+		return err
+	}
 	if err := m.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

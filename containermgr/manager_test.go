@@ -489,3 +489,16 @@ func TestAllocatableRetried(t *testing.T) {
 		}
 	})
 }
+
+// TestNewCgroupManagerReportsEveryProblem: every bad field is named at once.
+func TestNewCgroupManagerReportsEveryProblem(t *testing.T) {
+	_, err := NewCgroupManager(CgroupManagerConfig{Root: "rel", Version: "v9", Driver: "x"})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewCgroupManager = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Root", "Version", "Driver"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("NewCgroupManager = %v: %s not named", err, name)
+		}
+	}
+}

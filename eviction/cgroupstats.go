@@ -108,6 +108,7 @@ type CgroupStats struct {
 
 // NewCgroupStats validates cfg and fills defaults; it does no I/O.
 func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
+	var errs []error
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
@@ -115,28 +116,31 @@ func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
 		cfg.ProcRoot = "/proc"
 	}
 	if !filepath.IsAbs(cfg.CgroupRoot) {
-		return nil, fmt.Errorf("%w: CgroupRoot %q is not absolute", ErrInvalidConfig, cfg.CgroupRoot)
+		errs = append(errs, fmt.Errorf("%w: CgroupRoot %q is not absolute", ErrInvalidConfig, cfg.CgroupRoot))
 	}
 	if !filepath.IsAbs(cfg.ProcRoot) {
-		return nil, fmt.Errorf("%w: ProcRoot %q is not absolute", ErrInvalidConfig, cfg.ProcRoot)
+		errs = append(errs, fmt.Errorf("%w: ProcRoot %q is not absolute", ErrInvalidConfig, cfg.ProcRoot))
 	}
 	if cfg.PodsCgroup != "" {
 		p := strings.Trim(filepath.ToSlash(filepath.Clean("/"+cfg.PodsCgroup)), "/")
 		if p == "" || strings.Contains(cfg.PodsCgroup, "..") {
-			return nil, fmt.Errorf("%w: PodsCgroup %q is not a cgroup below the root", ErrInvalidConfig, cfg.PodsCgroup)
+			errs = append(errs, fmt.Errorf("%w: PodsCgroup %q is not a cgroup below the root", ErrInvalidConfig, cfg.PodsCgroup))
 		}
 		cfg.PodsCgroup = p
 	}
 	for _, d := range []struct{ name, path string }{{"PodLogsRoot", cfg.PodLogsRoot}, {"PodsDir", cfg.PodsDir}} {
 		if d.path != "" && !filepath.IsAbs(d.path) {
-			return nil, fmt.Errorf("%w: %s %q is not absolute", ErrInvalidConfig, d.name, d.path)
+			errs = append(errs, fmt.Errorf("%w: %s %q is not absolute", ErrInvalidConfig, d.name, d.path))
 		}
 	}
 	if cfg.DiskUsagePeriod < 0 {
-		return nil, fmt.Errorf("%w: DiskUsagePeriod %v is negative", ErrInvalidConfig, cfg.DiskUsagePeriod)
+		errs = append(errs, fmt.Errorf("%w: DiskUsagePeriod %v is negative", ErrInvalidConfig, cfg.DiskUsagePeriod))
 	}
 	if cfg.ImageFsPath != "" && cfg.NodeFsPath == "" {
-		return nil, fmt.Errorf("%w: ImageFsPath is set without NodeFsPath", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: ImageFsPath is set without NodeFsPath", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

@@ -460,3 +460,16 @@ func BenchmarkCgroupStatsSummary(b *testing.B) {
 		}
 	}
 }
+
+// TestNewCgroupStatsReportsEveryProblem: every bad field is named at once.
+func TestNewCgroupStatsReportsEveryProblem(t *testing.T) {
+	_, err := NewCgroupStats(CgroupStatsConfig{CgroupRoot: "rel", DiskUsagePeriod: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewCgroupStats = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"CgroupRoot", "DiskUsagePeriod"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("NewCgroupStats = %v: %s not named", err, name)
+		}
+	}
+}

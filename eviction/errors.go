@@ -1,6 +1,10 @@
 package eviction
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of these with %w;
 // match them with errors.Is.
@@ -13,6 +17,8 @@ var (
 	ErrInvalidConfig = errors.New("eviction: invalid config")
 	// ErrStats: the stats provider failed.
 	ErrStats = errors.New("eviction: stats unavailable")
-	// ErrAlreadyRunning: Run was called while a Run is in progress.
-	ErrAlreadyRunning = errors.New("eviction: already running")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 )

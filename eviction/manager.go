@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nodekit/nodekit/kubetypes"
@@ -17,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Reason is the pod status reason of an evicted or rejected pod.
@@ -89,7 +90,7 @@ type Manager struct {
 	cfg       Config
 	log       *zap.Logger
 	evictions *prometheus.CounterVec
-	running   atomic.Bool
+	once      lifecycle.Once
 	trigger   chan struct{} // one pending extra cycle
 
 	syncMu sync.Mutex // one cycle at a time
@@ -488,14 +489,17 @@ func evictionMessage(res v1.ResourceName, pod *v1.Pod, st *PodStats, ts []Thresh
 
 // Run calls SyncOnce at once, then every Interval and whenever Trigger is
 // called or a notifier reports a crossing, until ctx is done. It starts
-// each of Config.Notifiers' Run and returns ctx's error once they and the
+// each of Config.Notifiers' Run and returns nil once they and the
 // loop have exited. Cycle and notifier errors are logged. Triggers are
 // coalesced: any number of them while a cycle runs give one more cycle.
+// Notifiers only speed cycles up: one whose Run returns early is logged and
+// the cycles go on every Interval (the kubelet's behaviour, and the one
+// exception to the lifecycle rule that a child's early return fails its
+// parent). See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
-	if !m.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := m.once.Start(); err != nil {
+		return err
 	}
-	defer m.running.Store(false)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -519,7 +523,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil
 		case <-t.C():
 		case <-m.trigger:
 			t.Stop()

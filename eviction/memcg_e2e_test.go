@@ -289,7 +289,7 @@ func TestMemcgNotifierKernel(t *testing.T) {
 	go func() { done <- n.Run(ctx, func() { triggers <- time.Now() }) }()
 	defer func() {
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := <-done; err != nil {
 			t.Errorf("Run returned %v", err)
 		}
 	}()
@@ -385,7 +385,7 @@ func crossingsToVictim(tb testing.TB, iterations int) (lat, fromCmd []time.Durat
 	go func() { done <- m.Run(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := <-done; err != nil {
 			tb.Errorf("manager Run returned %v", err)
 		}
 	}()

@@ -11,11 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // ErrMemcgNotifier: the memcg notifier could not read or arm its cgroup;
@@ -83,9 +84,9 @@ type MemcgNotifierConfig struct {
 // It implements the manager's notifier interface: the manager calls
 // UpdateThreshold with each cycle's stats and runs Run with its Trigger.
 type MemcgNotifier struct {
-	cfg     MemcgNotifierConfig
-	log     *zap.Logger
-	running atomic.Bool
+	cfg  MemcgNotifierConfig
+	log  *zap.Logger
+	once lifecycle.Once
 
 	mu      sync.Mutex
 	version int   // 0 until detected
@@ -383,24 +384,29 @@ func memcgWorkingSet(dir string, v int, root bool) (int64, error) {
 }
 
 // Run calls trigger on each crossing until ctx is done, then releases the
-// v1 registration and returns ctx's error once its goroutines have exited.
+// v1 registration and returns nil once its goroutines have exited.
 // On v1 it waits on the kernel's eventfd; on v2 it polls every
-// PollInterval. Only one Run at a time.
+// PollInterval. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (n *MemcgNotifier) Run(ctx context.Context, trigger func()) error {
 	if trigger == nil {
 		return fmt.Errorf("%w: Run: trigger is nil", ErrInvalidConfig)
 	}
-	if !n.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := n.once.Start(); err != nil {
+		return err
 	}
-	defer n.running.Store(false)
 	n.mu.Lock()
 	v := n.detect()
 	n.mu.Unlock()
+	var err error
 	if v == 1 {
-		return n.runEventfd(ctx, trigger)
+		err = n.runEventfd(ctx, trigger)
+	} else {
+		err = n.runPoll(ctx, trigger)
 	}
-	return n.runPoll(ctx, trigger)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil // a clean stop
+	}
+	return err
 }
 
 func (n *MemcgNotifier) runPoll(ctx context.Context, trigger func()) error {

@@ -188,7 +188,7 @@ func TestRunNotifiers(t *testing.T) {
 			t.Fatal("notifier exited while Run runs")
 		}
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := <-done; err != nil {
 			t.Fatalf("Run returned %v", err)
 		}
 		if !n.exited.Load() {

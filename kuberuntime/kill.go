@@ -52,7 +52,10 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *kubetypes.P
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := m.killContainer(ctx, pod, c.ID, c.Name, c.GracePeriod, override, KillReasonUnknownState, "", podIPs, ord)
+			err := m.killContainer(ctx, pod, killOptions{
+				ID: c.ID, Name: c.Name, Recorded: c.GracePeriod, Override: override,
+				Reason: KillReasonUnknownState, PodIPs: podIPs, Ordering: ord,
+			})
 			steps[i] = kubetypes.StepResult{Action: kubetypes.ActionKillContainer, Target: c.Name, Err: err}
 		}()
 	}
@@ -116,19 +119,36 @@ func (m *Manager) gracePeriod(pod *v1.Pod, spec *v1.Container, recorded, overrid
 	return m.cfg.DefaultGracePeriod
 }
 
+// killOptions says which container killContainer stops, and how.
+type killOptions struct {
+	// ID and Name identify the container (Name finds its spec in the pod).
+	ID, Name string
+	// Recorded is the grace period recorded on the container, if any;
+	// Override one the caller imposes (see gracePeriod for the order).
+	Recorded, Override *int64
+	// Reason picks a probe's grace period; Message, if set, is logged.
+	Reason  KillReason
+	Message string
+	// PodIPs are passed to the preStop hook.
+	PodIPs []string
+	// Ordering, if not nil, makes the stop wait for its turn.
+	Ordering *terminationOrdering
+}
+
 // killContainer stops one container: preStop hook (bounded by the grace
 // period, its time deducted), then its turn in the termination order, then
 // StopContainer with what is left (at least MinimumGracePeriodSeconds).
-func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id, name string, recorded, override *int64, reason KillReason, message string, podIPs []string, ord *terminationOrdering) error {
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, o killOptions) error {
+	id, name, ord := o.ID, o.Name, o.Ordering
 	defer ord.terminated(name)
 	spec := containerSpec(pod, name)
-	grace := m.gracePeriod(pod, spec, recorded, override, reason)
+	grace := m.gracePeriod(pod, spec, o.Recorded, o.Override, o.Reason)
 	log := m.log.With(zap.String("pod", podTarget(pod)), zap.String("container", name), zap.String("id", id))
-	if message != "" {
-		log.Info("killing container", zap.String("reason", string(reason)), zap.String("message", message))
+	if o.Message != "" {
+		log.Info("killing container", zap.String("reason", string(o.Reason)), zap.String("message", o.Message))
 	}
 	if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
-		grace -= m.runPreStop(ctx, pod, spec, id, podIPs, grace)
+		grace -= m.runPreStop(ctx, pod, spec, id, o.PodIPs, grace)
 	}
 	if grace > 0 {
 		grace -= ord.waitForTurn(name, grace)

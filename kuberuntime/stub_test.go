@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/nodekit/nodekit/kubetypes"
@@ -12,7 +13,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package's tests (internal and runtime_test) if a
+// goroutine outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // stubCRI is a tiny in-memory CRI that records calls, for unit tests.
 type stubCRI struct {

@@ -53,7 +53,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubetypes.Po
 			if cs != nil {
 				recorded = cs.GracePeriod
 			}
-			err := m.killContainer(ctx, pod, k.ID, k.Name, recorded, nil, k.Reason, k.Message, status.IPs, nil)
+			err := m.killContainer(ctx, pod, killOptions{
+				ID: k.ID, Name: k.Name, Recorded: recorded, Reason: k.Reason, Message: k.Message, PodIPs: status.IPs,
+			})
 			res.Add(kubetypes.StepResult{Action: kubetypes.ActionKillContainer, Target: k.Name, Err: err, Message: k.Message})
 			if err != nil {
 				return res
@@ -245,7 +247,9 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		if herr := m.runHook(ctx, pod, c, id, sc.podIPs, c.Lifecycle.PostStart, m.cfg.HookTimeout); herr != nil {
-			kerr := m.killContainer(ctx, pod, id, c.Name, nil, nil, KillReasonPostStartFailed, "FailedPostStartHook", sc.podIPs, nil)
+			kerr := m.killContainer(ctx, pod, killOptions{
+				ID: id, Name: c.Name, Reason: KillReasonPostStartFailed, Message: "FailedPostStartHook", PodIPs: sc.podIPs,
+			})
 			err := fmt.Errorf("%w: %w", ErrPostStartHook, herr)
 			if kerr != nil {
 				err = errors.Join(err, kerr)

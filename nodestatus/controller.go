@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // NodeSink is where node objects go: the API server (package
@@ -120,8 +122,7 @@ type Controller struct {
 	readyOnce sync.Once
 	ready     chan struct{}
 
-	runMu   sync.Mutex
-	running bool
+	once lifecycle.Once
 }
 
 // New validates cfg and fills defaults. It does no I/O.
@@ -351,20 +352,11 @@ func ReportDelay(period time.Duration, r float64) time.Duration {
 // Run registers the node (retrying with back-off), updates the status every
 // FastUpdateInterval until the node is Ready or FastUpdateTimeout passed,
 // then every UpdateFrequency (with a little jitter), until ctx ends. It
-// returns nil when ctx ends and ErrAlreadyRunning if a Run is in progress.
+// returns nil when ctx ends. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (c *Controller) Run(ctx context.Context) error {
-	c.runMu.Lock()
-	if c.running {
-		c.runMu.Unlock()
-		return ErrAlreadyRunning
+	if err := c.once.Start(); err != nil {
+		return err
 	}
-	c.running = true
-	c.runMu.Unlock()
-	defer func() {
-		c.runMu.Lock()
-		c.running = false
-		c.runMu.Unlock()
-	}()
 
 	backoff := c.cfg.RegisterBackoff
 	for {

@@ -404,7 +404,7 @@ func TestRunFastUpdateUntilReady(t *testing.T) {
 		if _, g4, _ := sink.counts(); g4 != g2+1 {
 			t.Fatalf("%d syncs after 11s, want 1", g4-g2)
 		}
-		if err := c.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+		if err := c.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 			t.Errorf("second Run: %v", err)
 		}
 		cancel()

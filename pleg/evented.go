@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of EventedConfig.
@@ -65,15 +66,19 @@ type EventedPLEG struct {
 	fallbackThreshold time.Duration
 	maxRetries        int
 	cacheUpdate       time.Duration
-	running           atomic.Bool
+	once              lifecycle.Once
 	inUse             atomic.Bool
 }
 
 // NewEvented validates cfg, fills defaults and returns an EventedPLEG. It
 // starts nothing.
 func NewEvented(cfg EventedConfig) (*EventedPLEG, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
 	if cfg.Events == nil {
-		return nil, fmt.Errorf("%w: Events is required", ErrInvalidConfig)
+		bad("Events is required")
 	}
 	for _, f := range []struct {
 		name string
@@ -87,29 +92,38 @@ func NewEvented(cfg EventedConfig) (*EventedPLEG, error) {
 		{"CacheUpdatePeriod", &cfg.CacheUpdatePeriod, DefaultCacheUpdatePeriod},
 	} {
 		if *f.d < 0 {
-			return nil, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, f.name, *f.d)
+			bad("%s %v is negative", f.name, *f.d)
 		}
 		if *f.d == 0 {
 			*f.d = f.def
 		}
 	}
-	if cfg.RelistThreshold <= cfg.RelistPeriod {
-		return nil, fmt.Errorf("%w: RelistThreshold %v must exceed RelistPeriod %v", ErrInvalidConfig, cfg.RelistThreshold, cfg.RelistPeriod)
+	if cfg.RelistPeriod > 0 && cfg.RelistThreshold > 0 && cfg.RelistThreshold <= cfg.RelistPeriod {
+		bad("RelistThreshold %v must exceed RelistPeriod %v", cfg.RelistThreshold, cfg.RelistPeriod)
 	}
-	if cfg.EventedRelistThreshold <= cfg.EventedRelistPeriod {
-		return nil, fmt.Errorf("%w: EventedRelistThreshold %v must exceed EventedRelistPeriod %v", ErrInvalidConfig, cfg.EventedRelistThreshold, cfg.EventedRelistPeriod)
+	evOK := cfg.EventedRelistPeriod > 0 && cfg.EventedRelistThreshold > 0
+	if evOK && cfg.EventedRelistThreshold <= cfg.EventedRelistPeriod {
+		evOK = false
+		bad("EventedRelistThreshold %v must exceed EventedRelistPeriod %v", cfg.EventedRelistThreshold, cfg.EventedRelistPeriod)
 	}
 	if cfg.MaxStreamRetries < 0 {
-		return nil, fmt.Errorf("%w: MaxStreamRetries %d is negative", ErrInvalidConfig, cfg.MaxStreamRetries)
+		bad("MaxStreamRetries %d is negative", cfg.MaxStreamRetries)
 	}
 	if cfg.MaxStreamRetries == 0 {
 		cfg.MaxStreamRetries = DefaultMaxStreamRetries
 	}
 	gcfg := cfg.Config
 	gcfg.RelistPeriod, gcfg.RelistThreshold = cfg.EventedRelistPeriod, cfg.EventedRelistThreshold
+	if !evOK {
+		// Reported above; keep New from naming them again as its own.
+		gcfg.RelistPeriod, gcfg.RelistThreshold = DefaultEventedRelistPeriod, DefaultEventedRelistThreshold
+	}
 	g, err := New(gcfg)
 	if err != nil {
-		return nil, err
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &EventedPLEG{
 		generic:           g,
@@ -174,23 +188,32 @@ func (e *EventedPLEG) Healthy() (bool, error) {
 
 // Run follows the runtime's container events and runs the GenericPLEG at the
 // long period; on fall-back it keeps only the GenericPLEG, at its normal
-// period. It returns nil when ctx ends and all its goroutines have exited,
-// ErrAlreadyRunning if another Run is in progress.
+// period. It returns nil when ctx ends and all its goroutines have exited.
+// If the GenericPLEG's Run returns before ctx ends (it was run elsewhere,
+// say), Run stops following events and returns an error wrapping
+// lifecycle.ErrStoppedEarly and the GenericPLEG's error.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (e *EventedPLEG) Run(ctx context.Context) error {
-	if !e.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := e.once.Start(); err != nil {
+		return err
 	}
-	defer e.running.Store(false)
 	e.inUse.Store(true)
 	e.generic.evented.Store(true)
 	defer e.stopUsingEvents()
 
 	var wg sync.WaitGroup
-	genericErr := make(chan error, 1)
-	wg.Go(func() { genericErr <- e.generic.Run(ctx) })
-
 	streamCtx, stopStream := context.WithCancel(ctx)
 	defer stopStream()
+	genericErr := make(chan error, 1)
+	wg.Go(func() {
+		err := e.generic.Run(ctx)
+		if ctx.Err() == nil { // fail fast: stop following events too
+			err = lifecycle.StoppedEarly("generic PLEG", err)
+			stopStream()
+		}
+		genericErr <- err
+	})
+
 	ch := make(chan *runtimeapi.ContainerEventResponse, cap(e.generic.events))
 	wg.Go(func() {
 		defer stopStream()

@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of Config.
@@ -63,7 +65,7 @@ type GenericPLEG struct {
 	events   chan *kubetypes.PodLifecycleEvent
 	requests chan relistRequest
 	kick     chan struct{} // a relist is wanted at once (SetRelistPeriod)
-	running  atomic.Bool
+	once     lifecycle.Once
 	dropped  atomic.Uint64
 	// evented is set while an EventedPLEG feeds the cache: statuses are
 	// then stored with their own time stamps and events are only sent when
@@ -122,20 +124,24 @@ type relistRequest struct {
 // New validates cfg, fills defaults and returns a GenericPLEG. It starts
 // nothing.
 func New(cfg Config) (*GenericPLEG, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
 	if cfg.Runtime == nil {
-		return nil, fmt.Errorf("%w: Runtime is required", ErrInvalidConfig)
+		bad("Runtime is required")
 	}
 	if cfg.RelistPeriod < 0 {
-		return nil, fmt.Errorf("%w: RelistPeriod %v is negative", ErrInvalidConfig, cfg.RelistPeriod)
+		bad("RelistPeriod %v is negative", cfg.RelistPeriod)
 	}
 	if cfg.RelistThreshold < 0 {
-		return nil, fmt.Errorf("%w: RelistThreshold %v is negative", ErrInvalidConfig, cfg.RelistThreshold)
+		bad("RelistThreshold %v is negative", cfg.RelistThreshold)
 	}
 	if cfg.ChannelCapacity < 0 {
-		return nil, fmt.Errorf("%w: ChannelCapacity %d is negative", ErrInvalidConfig, cfg.ChannelCapacity)
+		bad("ChannelCapacity %d is negative", cfg.ChannelCapacity)
 	}
 	if cfg.RelistQueueCapacity < 0 {
-		return nil, fmt.Errorf("%w: RelistQueueCapacity %d is negative", ErrInvalidConfig, cfg.RelistQueueCapacity)
+		bad("RelistQueueCapacity %d is negative", cfg.RelistQueueCapacity)
 	}
 	if cfg.RelistPeriod == 0 {
 		cfg.RelistPeriod = DefaultRelistPeriod
@@ -143,8 +149,11 @@ func New(cfg Config) (*GenericPLEG, error) {
 	if cfg.RelistThreshold == 0 {
 		cfg.RelistThreshold = DefaultRelistThreshold
 	}
-	if cfg.RelistThreshold <= cfg.RelistPeriod {
-		return nil, fmt.Errorf("%w: RelistThreshold %v must exceed RelistPeriod %v", ErrInvalidConfig, cfg.RelistThreshold, cfg.RelistPeriod)
+	if cfg.RelistPeriod > 0 && cfg.RelistThreshold > 0 && cfg.RelistThreshold <= cfg.RelistPeriod {
+		bad("RelistThreshold %v must exceed RelistPeriod %v", cfg.RelistThreshold, cfg.RelistPeriod)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.ChannelCapacity == 0 {
 		cfg.ChannelCapacity = DefaultChannelCapacity
@@ -220,16 +229,14 @@ func (g *GenericPLEG) Listing() ([]*kubetypes.Pod, time.Time) {
 
 // Healthy reports whether a global relist succeeded, and the last one started
 // no longer than RelistThreshold ago. The error, wrapping ErrNotHealthy,
-// says why not.
+// says why not. It only reads: kubelet_pleg_last_seen_seconds is set by
+// each successful relist.
 func (g *GenericPLEG) Healthy() (bool, error) {
 	g.mu.Lock()
 	last, threshold := g.lastRelist, g.threshold
 	g.mu.Unlock()
 	if last.IsZero() {
 		return false, fmt.Errorf("%w: no relist has succeeded yet", ErrNotHealthy)
-	}
-	if g.metrics != nil {
-		g.metrics.lastSeen.Set(float64(last.Unix()))
 	}
 	if since := g.clock.Since(last); since > threshold {
 		return false, fmt.Errorf("%w: last relist was %v ago; threshold is %v", ErrNotHealthy, since, threshold)
@@ -337,12 +344,11 @@ func (g *GenericPLEG) ReleasePod(uid types.UID) {
 // Run relists at once, then again RelistPeriod after each relist ends, and
 // serves RequestRelist in between (a due global relist goes first). Relist
 // errors are logged and retried at the next period. It returns nil when ctx
-// ends, ErrAlreadyRunning if another Run is in progress.
+// ends. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (g *GenericPLEG) Run(ctx context.Context) error {
-	if !g.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := g.once.Start(); err != nil {
+		return err
 	}
-	defer g.running.Store(false)
 
 	g.globalRelist(ctx)
 	timer := g.clock.NewTimer(g.relistPeriod())
@@ -431,6 +437,9 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	g.lastRelist = start
+	if g.metrics != nil {
+		g.metrics.lastSeen.Set(float64(start.Unix()))
+	}
 	g.listing = pods
 	// Pods held (being changed by their worker) are left out; see HoldPod.
 	// The set is taken after the listing began, so a pod left out was

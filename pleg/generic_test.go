@@ -22,6 +22,19 @@ const (
 	unknown = kubetypes.ContainerStateUnknown
 )
 
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{RelistPeriod: -1, ChannelCapacity: -2})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Runtime", "RelistPeriod", "ChannelCapacity"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	rt := newStub()
 	for name, cfg := range map[string]Config{
@@ -477,6 +490,42 @@ func TestRequestRelistQueueFull(t *testing.T) {
 	}
 	if len(f.g.requests) != 2 {
 		t.Fatalf("queued %d", len(f.g.requests))
+	}
+}
+
+// TestLastSeenGauge: kubelet_pleg_last_seen_seconds is the time of the last
+// successful relist, set by the relist itself; Healthy (a getter) leaves it
+// alone, and a failed relist does not move it.
+func TestLastSeenGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, func(c *Config) { c.Registerer = reg })
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != 0 {
+		t.Fatalf("last seen %v before any relist, want 0", v)
+	}
+	_, _ = f.g.Healthy()
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != 0 {
+		t.Fatalf("last seen %v after Healthy with no relist, want 0", v)
+	}
+	f.relist(t)
+	want := float64(f.clock.Now().Unix())
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != want {
+		t.Fatalf("last seen %v after a relist, want %v", v, want)
+	}
+	f.clock.Step(time.Hour)
+	if ok, _ := f.g.Healthy(); ok {
+		t.Fatal("healthy an hour after the last relist")
+	}
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != want {
+		t.Fatalf("last seen %v after Healthy, want %v (unchanged)", v, want)
+	}
+	f.rt.mu.Lock()
+	f.rt.podsErr = errors.New("runtime down")
+	f.rt.mu.Unlock()
+	if err := f.g.Relist(t.Context()); err == nil {
+		t.Fatal("relist succeeded with the runtime down")
+	}
+	if v := testutil.ToFloat64(f.g.metrics.lastSeen); v != want {
+		t.Fatalf("last seen %v after a failed relist, want %v", v, want)
 	}
 }
 

@@ -46,7 +46,7 @@ func TestRun(t *testing.T) {
 		if ok, _ := f.g.Healthy(); !ok {
 			t.Fatal("unhealthy after the first relist")
 		}
-		if err := f.g.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+		if err := f.g.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
 			t.Fatalf("second Run: %v", err)
 		}
 
@@ -92,14 +92,14 @@ func TestRun(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("Run returned %v", err)
 		}
-		// It can run again after it returned.
-		stop = start(t, f.g.Run)
-		synctest.Wait()
-		if f.rt.lists() != 5 {
-			t.Fatalf("lists %d, want 5", f.rt.lists())
+		// It runs at most once (package lifecycle): not again after it
+		// returned either.
+		if err := f.g.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
+			t.Fatalf("Run after it returned: %v", err)
 		}
-		if err := stop(); err != nil {
-			t.Fatal(err)
+		synctest.Wait()
+		if f.rt.lists() != 4 {
+			t.Fatalf("lists %d, want 4: a refused Run relisted", f.rt.lists())
 		}
 	})
 }
@@ -180,6 +180,23 @@ func newEvented(t *testing.T, rt Runtime, src EventSource, fc *clocktesting.Fake
 		t.Fatal(err)
 	}
 	return e
+}
+
+// TestNewEventedReportsEveryProblem: NewEvented names every bad field at
+// once, its own and those of the embedded Config.
+func TestNewEventedReportsEveryProblem(t *testing.T) {
+	_, err := NewEvented(EventedConfig{MaxStreamRetries: -1, CacheUpdatePeriod: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewEvented = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Events", "Runtime", "MaxStreamRetries", "CacheUpdatePeriod"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("NewEvented = %v: %s not named", err, name)
+		}
+	}
+	if n := strings.Count(err.Error(), "RelistThreshold"); n != 0 {
+		t.Errorf("NewEvented = %v: a good RelistThreshold named", err)
+	}
 }
 
 func TestEventedValidates(t *testing.T) {

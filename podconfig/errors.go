@@ -1,6 +1,11 @@
 package podconfig
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of these with %w;
 // match them with errors.Is.
@@ -29,6 +34,19 @@ var (
 	// ErrInvalidConfig: a Config or FileSourceConfig field is invalid; the
 	// wrapping error names the field.
 	ErrInvalidConfig = errors.New("podconfig: invalid config")
-	// ErrAlreadyRunning: Run was called twice.
-	ErrAlreadyRunning = errors.New("podconfig: already running")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 )
+
+// problems collects the configuration problems a constructor finds, each
+// wrapping ErrInvalidConfig, so that it reports all of them at once.
+type problems []error
+
+func (p *problems) add(format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+}
+
+// err is nil without problems, else all of them (errors.Join).
+func (p problems) err() error { return errors.Join(p...) }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // DefaultFilePeriod is how often a file source re-reads its path when
@@ -63,12 +64,12 @@ type FileSource struct {
 	cfg FileSourceConfig
 	log *zap.Logger
 
-	mu      sync.Mutex // serializes scans
-	files   map[string]*fileState
-	sent    bool
-	dirty   bool
-	running bool
-	reads   int // files read (tests)
+	mu    sync.Mutex // serializes scans
+	files map[string]*fileState
+	sent  bool
+	dirty bool
+	once  lifecycle.Once
+	reads int // files read (tests)
 }
 
 type fileState struct {
@@ -83,17 +84,21 @@ type fileState struct {
 
 // NewFileSource validates cfg. It does no I/O.
 func NewFileSource(cfg FileSourceConfig) (*FileSource, error) {
+	var bad problems
 	if cfg.Path == "" {
-		return nil, fmt.Errorf("%w: Path: empty", ErrInvalidConfig)
+		bad.add("Path: empty")
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName: empty", ErrInvalidConfig)
+		bad.add("NodeName: empty")
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out: nil channel", ErrInvalidConfig)
+		bad.add("Out: nil channel")
 	}
 	if cfg.Period < 0 {
-		return nil, fmt.Errorf("%w: Period: %v is negative", ErrInvalidConfig, cfg.Period)
+		bad.add("Period: %v is negative", cfg.Period)
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
 	}
 	if cfg.Period == 0 {
 		cfg.Period = DefaultFilePeriod
@@ -351,21 +356,13 @@ func readLimited(name string) ([]byte, error) {
 // metadata moved. If watching fails (or the watcher reports an error, or a
 // watched directory Path is removed), it keeps polling every Period and
 // tries to watch again each time. Errors from a sync are logged, not
-// returned. Run returns ctx.Err() once ctx is done
-// and its goroutine (the watcher) is closed. It may run only once at a time.
+// returned. Run returns nil once ctx is done
+// and its goroutine (the watcher) is closed.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *FileSource) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if s.running {
-		s.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := s.once.Start(); err != nil {
+		return err
 	}
-	s.running = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.running = false
-		s.mu.Unlock()
-	}()
 
 	ticker := s.cfg.Clock.NewTicker(s.cfg.Period)
 	defer ticker.Stop()
@@ -402,7 +399,7 @@ func (s *FileSource) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case <-ticker.C():
 			watch()
 			sync(true) // every Period, every file is read

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +19,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of HTTPSourceConfig.
@@ -69,6 +73,7 @@ type HTTPSourceConfig struct {
 
 // HTTPSource polls one URL for static pods.
 type HTTPSource struct {
+	once     lifecycle.Once
 	url      string // as configured, used for requests
 	redacted string // without user info: logs, errors, UID origin
 	origin   *url.URL
@@ -94,41 +99,44 @@ type HTTPSource struct {
 
 // NewHTTPSource validates cfg and fills its defaults. It does no I/O.
 func NewHTTPSource(cfg HTTPSourceConfig) (*HTTPSource, error) {
+	var bad problems
+	var u *url.URL
 	if cfg.URL == "" {
-		return nil, fmt.Errorf("%w: URL is required", ErrInvalidConfig)
-	}
-	u, err := url.Parse(cfg.URL)
-	if err != nil {
+		bad.add("URL is required")
+	} else if pu, err := url.Parse(cfg.URL); err != nil {
 		// url.Parse's error quotes the URL; do not pass it on.
-		return nil, fmt.Errorf("%w: URL does not parse", ErrInvalidConfig)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%w: URL scheme %q is not http or https", ErrInvalidConfig, u.Scheme)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("%w: URL has no host", ErrInvalidConfig)
+		bad.add("URL does not parse")
+	} else {
+		u = pu
+		if u.Scheme != "http" && u.Scheme != "https" {
+			bad.add("URL scheme %q is not http or https", u.Scheme)
+		}
+		if u.Host == "" {
+			bad.add("URL has no host")
+		}
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+		bad.add("NodeName is required")
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out is required", ErrInvalidConfig)
+		bad.add("Out is required")
 	}
-	for name, values := range cfg.Header {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Header)) {
 		if !validHeaderName(name) {
-			return nil, fmt.Errorf("%w: Header name %q is not a valid field name", ErrInvalidConfig, name)
+			bad.add("Header name %q is not a valid field name", name)
 		}
-		for _, v := range values {
-			if !validHeaderValue(v) {
-				return nil, fmt.Errorf("%w: Header %q has a value with invalid characters", ErrInvalidConfig, name)
-			}
+		if slices.ContainsFunc(cfg.Header[name], func(v string) bool { return !validHeaderValue(v) }) {
+			bad.add("Header %q has a value with invalid characters", name)
 		}
 	}
 	if cfg.Period < 0 || cfg.Timeout < 0 || cfg.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("%w: Period, Timeout and MaxBodyBytes must not be negative", ErrInvalidConfig)
+		bad.add("Period, Timeout and MaxBodyBytes must not be negative")
 	}
 	if cfg.MaxBodyBytes > DefaultHTTPMaxBodyBytes {
-		return nil, fmt.Errorf("%w: MaxBodyBytes %d exceeds %d", ErrInvalidConfig, cfg.MaxBodyBytes, DefaultHTTPMaxBodyBytes)
+		bad.add("MaxBodyBytes %d exceeds %d", cfg.MaxBodyBytes, DefaultHTTPMaxBodyBytes)
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
 	}
 	s := &HTTPSource{
 		url:      cfg.URL,
@@ -285,7 +293,11 @@ func (s *HTTPSource) fetch(ctx context.Context) ([]byte, error) {
 // Run calls Sync at once and then every Period on the clock until ctx is
 // done, logging failures (the first few at warn level, then at debug level
 // until a success). It returns nil after ctx is done.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *HTTPSource) Run(ctx context.Context) error {
+	if err := s.once.Start(); err != nil {
+		return err
+	}
 	s.log.Info("watching URL", zap.Duration("period", s.period))
 	for {
 		s.logResult(s.Sync(ctx))

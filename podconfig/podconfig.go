@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Mode is how PodConfig notifies its consumer of changes.
@@ -83,6 +85,7 @@ type PodConfig struct {
 	channels map[string]chan kubetypes.PodUpdate
 	fp       *fingerprinter
 	scratch  mergeScratch
+	once     lifecycle.Once
 	running  bool
 	runCtx   context.Context
 	wg       sync.WaitGroup
@@ -100,13 +103,22 @@ type sourced struct {
 
 // New validates cfg and returns a PodConfig. It starts nothing.
 func New(cfg Config) (*PodConfig, error) {
+	var bad problems
 	switch cfg.Mode {
 	case Incremental, Snapshot, SnapshotAndUpdates:
 	default:
-		return nil, fmt.Errorf("%w: Mode: unknown mode %d", ErrInvalidConfig, int(cfg.Mode))
+		bad.add("Mode: unknown mode %d", int(cfg.Mode))
 	}
 	if cfg.UpdatesBuffer < 0 {
-		return nil, fmt.Errorf("%w: UpdatesBuffer: %d is negative", ErrInvalidConfig, cfg.UpdatesBuffer)
+		bad.add("UpdatesBuffer: %d is negative", cfg.UpdatesBuffer)
+	}
+	for i, s := range cfg.Sources {
+		if s == "" {
+			bad.add("Sources[%d]: empty source name: %w", i, ErrInvalidSource)
+		}
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
 	}
 	if cfg.UpdatesBuffer == 0 {
 		cfg.UpdatesBuffer = DefaultUpdatesBuffer
@@ -129,10 +141,7 @@ func New(cfg Config) (*PodConfig, error) {
 		in:       make(chan sourced),
 		syncReq:  make(chan struct{}, 1),
 	}
-	for i, s := range cfg.Sources {
-		if s == "" {
-			return nil, fmt.Errorf("%w: Sources[%d]: empty source name: %w", ErrInvalidConfig, i, ErrInvalidSource)
-		}
+	for _, s := range cfg.Sources {
 		if !slices.Contains(c.required, s) {
 			c.required = append(c.required, s)
 		}
@@ -280,15 +289,13 @@ func (c *PodConfig) checkReadyLocked() {
 // Run merges updates from every source channel, one at a time, and delivers
 // the results on Updates in order. Delivery blocks when the consumer does
 // not keep up (Updates is full): that stalls the merge, and so every source,
-// which is the intended backpressure. Run returns ctx.Err() (or nil if ctx
-// ended without error) once ctx is done and its goroutines have exited, and
-// closes Updates. It may be called only once.
+// which is the intended backpressure. Run returns nil once ctx is done
+// and its goroutines have exited, and closes Updates. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (c *PodConfig) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if c.running || c.runCtx != nil {
-		c.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := c.once.Start(); err != nil {
+		return err
 	}
+	c.mu.Lock()
 	c.running = true
 	c.runCtx = ctx
 	for name, ch := range c.channels {
@@ -307,16 +314,16 @@ func (c *PodConfig) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case it := <-c.in:
 			for _, u := range c.Merge(it.source, it.update) {
 				if !c.deliver(ctx, u) {
-					return ctx.Err()
+					return nil
 				}
 			}
 		case <-c.syncReq:
 			if !c.deliver(ctx, c.Snapshot()) {
-				return ctx.Err()
+				return nil
 			}
 		}
 	}

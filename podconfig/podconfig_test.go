@@ -379,7 +379,7 @@ func TestRunDeliversInOrderAndStops(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
+		if err != nil {
 			t.Errorf("Run returned %v", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -387,7 +387,41 @@ func TestRunDeliversInOrderAndStops(t *testing.T) {
 	}
 	for range c.Updates() {
 	}
-	if err := c.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+	if err := c.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
 		t.Errorf("Run after stop: %v", err)
 	}
 }
+
+// TestConstructorsReportEveryProblem: New and the source constructors name
+// every bad field at once, not only the first.
+func TestConstructorsReportEveryProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		names []string
+	}{
+		{"New", second(New(Config{Mode: 99, UpdatesBuffer: -1, Sources: []string{"file", ""}})),
+			[]string{"Mode", "UpdatesBuffer", "Sources[1]"}},
+		{"NewFileSource", second(NewFileSource(FileSourceConfig{Period: -1})),
+			[]string{"Path", "NodeName", "Out", "Period"}},
+		{"NewHTTPSource", second(NewHTTPSource(HTTPSourceConfig{URL: "ftp://", Header: map[string][]string{"bad name": {"x"}}, MaxBodyBytes: -1})),
+			[]string{"scheme", "no host", "NodeName", "Out", "Header name", "MaxBodyBytes"}},
+		{"NewPushHandler", second(NewPushHandler(PushConfig{MaxPods: -1})),
+			[]string{"NodeName", "Out", "MaxPods"}},
+	} {
+		if !errors.Is(tc.err, ErrInvalidConfig) {
+			t.Errorf("%s = %v, want ErrInvalidConfig", tc.name, tc.err)
+			continue
+		}
+		for _, n := range tc.names {
+			if !strings.Contains(tc.err.Error(), n) {
+				t.Errorf("%s = %v: %q not named", tc.name, tc.err, n)
+			}
+		}
+	}
+	if err := second(New(Config{Sources: []string{""}})); !errors.Is(err, ErrInvalidSource) {
+		t.Errorf("New with an empty source = %v, want ErrInvalidSource too", err)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

@@ -85,17 +85,21 @@ var _ http.Handler = (*PushHandler)(nil)
 
 // NewPushHandler validates cfg and fills its defaults.
 func NewPushHandler(cfg PushConfig) (*PushHandler, error) {
+	var bad problems
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+		bad.add("NodeName is required")
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out is required", ErrInvalidConfig)
+		bad.add("Out is required")
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxBodyBytes > DefaultPushMaxBodyBytes {
-		return nil, fmt.Errorf("%w: MaxBodyBytes %d is outside [0, %d]", ErrInvalidConfig, cfg.MaxBodyBytes, DefaultPushMaxBodyBytes)
+		bad.add("MaxBodyBytes %d is outside [0, %d]", cfg.MaxBodyBytes, DefaultPushMaxBodyBytes)
 	}
 	if cfg.MaxPods < 0 {
-		return nil, fmt.Errorf("%w: MaxPods must not be negative", ErrInvalidConfig)
+		bad.add("MaxPods must not be negative")
+	}
+	if err := bad.err(); err != nil {
+		return nil, err
 	}
 	h := &PushHandler{
 		nodeName: cfg.NodeName,

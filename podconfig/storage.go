@@ -284,7 +284,7 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, hin
 			*cp = *p
 			cp.Annotations = ac.out
 		} else {
-			cp = withLocalAnnotations(sl.pod(hint), p, p.Annotations, false, source, now, "", false)
+			cp = withLocalAnnotations(sl.pod(hint), p, localAnns{source: source, seen: now})
 			*ac = annCache{in: p.Annotations, source: source, now: now, out: cp.Annotations}
 		}
 		d.adds = append(d.adds, cp)
@@ -315,7 +315,9 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, hin
 	}
 	seen, hasSeen := old.pod.Annotations[kubetypes.ConfigSeenAnnotation]
 	mirror, hasMirror := old.pod.Annotations[kubetypes.ConfigMirrorAnnotation]
-	cp := withLocalAnnotations(sl.pod(hint), p, p.Annotations, true, source, seen, mirror, hasMirror)
+	cp := withLocalAnnotations(sl.pod(hint), p, localAnns{
+		source: source, seen: seen, mirror: mirror, hasMirror: hasMirror, dropLocal: true,
+	})
 	if !hasSeen {
 		delete(cp.Annotations, kubetypes.ConfigSeenAnnotation)
 	}
@@ -329,11 +331,19 @@ func (c *PodConfig) upsert(source string, old *entry, p *v1.Pod, now string, hin
 	return e
 }
 
+// localAnns are the local annotations withLocalAnnotations sets.
+type localAnns struct {
+	source, seen string // config.source and config.seen
+	mirror       string // config.mirror, set only when hasMirror
+	hasMirror    bool
+	dropLocal    bool // first drop the local annotations p carries
+}
+
 // withLocalAnnotations makes dst a shallow copy of p whose annotations are
-// ann (without the local ones when dropLocal), config.source = source,
-// config.seen = seen and, when hasMirror, config.mirror = mirror, and
+// p's (without the local ones when la.dropLocal) plus those of la, and
 // returns it. The copy shares everything else with p.
-func withLocalAnnotations(dst, p *v1.Pod, ann map[string]string, dropLocal bool, source, seen, mirror string, hasMirror bool) *v1.Pod {
+func withLocalAnnotations(dst, p *v1.Pod, la localAnns) *v1.Pod {
+	ann, dropLocal := p.Annotations, la.dropLocal
 	*dst = *p
 	// Cloning copies a small map's table wholesale: cheaper than
 	// inserting its entries one by one.
@@ -353,10 +363,10 @@ func withLocalAnnotations(dst, p *v1.Pod, ann map[string]string, dropLocal bool,
 			}
 		}
 	}
-	out[kubetypes.ConfigSourceAnnotation] = source
-	out[kubetypes.ConfigSeenAnnotation] = seen
-	if hasMirror {
-		out[kubetypes.ConfigMirrorAnnotation] = mirror
+	out[kubetypes.ConfigSourceAnnotation] = la.source
+	out[kubetypes.ConfigSeenAnnotation] = la.seen
+	if la.hasMirror {
+		out[kubetypes.ConfigMirrorAnnotation] = la.mirror
 	}
 	dst.Annotations = out
 	return dst

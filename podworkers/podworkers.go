@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Sentinel errors of the pod workers. Match them with errors.Is.
@@ -21,8 +23,9 @@ var (
 	// ErrInvalidConfig: a Config field is missing or bad
 	// (the error names it).
 	ErrInvalidConfig = errors.New("podworkers: invalid pod workers config")
-	// ErrRunning: Run was called while the pod workers already run.
-	ErrRunning = errors.New("podworkers: pod workers already running")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); the same value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 	// ErrStopped: the pod workers have been stopped (their Run
 	// context ended); they take no more updates and cannot run again.
 	ErrStopped = errors.New("podworkers: pod workers stopped")
@@ -244,6 +247,7 @@ type Workers struct {
 	// runCtx is Run's context (nil before Run); every worker context derives
 	// from it.
 	runCtx  context.Context
+	once    lifecycle.Once
 	stopped bool
 	// podsSynced is set by the first SyncKnownPods: from then on a UID
 	// without a worker is known not to run.
@@ -340,19 +344,20 @@ func (p *Workers) WorkQueue() *WorkQueue { return p.queue }
 
 // Run starts the workers of the pods updated so far and of every later
 // update, blocks until ctx ends, then cancels every sync in flight and
-// returns once all worker goroutines have exited. The pod workers cannot run
-// again after that (ErrStopped); a second concurrent Run returns
-// ErrRunning.
+// returns once all worker goroutines have exited. See package lifecycle for
+// the contract: a second call returns ErrAlreadyRan (wrapping
+// ErrStopped as well once the first has returned).
 func (p *Workers) Run(ctx context.Context) error {
-	p.mu.Lock()
-	switch {
-	case p.stopped:
+	if err := p.once.Start(); err != nil {
+		p.mu.Lock()
+		stopped := p.stopped
 		p.mu.Unlock()
-		return ErrStopped
-	case p.runCtx != nil:
-		p.mu.Unlock()
-		return ErrRunning
+		if stopped {
+			return fmt.Errorf("%w: %w", err, ErrStopped)
+		}
+		return err
 	}
+	p.mu.Lock()
 	p.runCtx = ctx
 	for uid, w := range p.workers {
 		p.startWorkerLocked(uid, w)

@@ -712,7 +712,7 @@ func TestRunLifecycle(t *testing.T) {
 		if got := fmt.Sprint(s.history("1")); got != "[1:sync(create)]" {
 			t.Fatalf("history %s", got)
 		}
-		if err := p.Run(ctx); !errors.Is(err, ErrRunning) {
+		if err := p.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 			t.Fatalf("second Run: %v", err)
 		}
 		// Stopping cancels a sync in flight and waits for the worker.

@@ -314,3 +314,16 @@ func TestExpandCommand(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{UpdatesBuffer: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Status", "UpdatesBuffer"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of a probe's fields left zero (the API's defaults).
@@ -79,6 +82,7 @@ type Manager struct {
 	workers map[workerKey]*worker
 	ctx     context.Context
 	start   time.Time
+	once    lifecycle.Once
 	ran     bool
 	done    bool
 	wg      sync.WaitGroup
@@ -93,11 +97,15 @@ type workerKey struct {
 // New validates cfg, fills its defaults and returns a Manager. It starts
 // nothing and does no I/O.
 func New(cfg Config) (*Manager, error) {
+	var errs []error
 	if cfg.Status == nil {
-		return nil, fmt.Errorf("%w: Status is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Status is required", ErrInvalidConfig))
 	}
 	if cfg.UpdatesBuffer < 0 {
-		return nil, fmt.Errorf("%w: UpdatesBuffer (%d) is negative", ErrInvalidConfig, cfg.UpdatesBuffer)
+		errs = append(errs, fmt.Errorf("%w: UpdatesBuffer (%d) is negative", ErrInvalidConfig, cfg.UpdatesBuffer))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.UpdatesBuffer == 0 {
 		cfg.UpdatesBuffer = DefaultUpdatesBuffer
@@ -151,14 +159,13 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Updates() <-chan Update { return m.updates }
 
 // Run starts the workers of the pods added so far (and those added later)
-// and returns nil once ctx is done and every worker has exited. A second
-// call returns ErrAlreadyRan.
+// and returns nil once ctx is done and every worker has exited.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
-	m.mu.Lock()
-	if m.ran {
-		m.mu.Unlock()
-		return ErrAlreadyRan
+	if err := m.once.Start(); err != nil {
+		return err
 	}
+	m.mu.Lock()
 	m.ran, m.ctx, m.start = true, ctx, m.clock.Now()
 	for _, w := range m.workers {
 		m.startLocked(w)

@@ -1,15 +1,26 @@
 package syncloop
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 // Sentinel errors of the sync loop, the agent pod syncer and admission.
-// Match them with errors.Is. (The pod workers' ErrPodWorker* and the status
-// manager's ErrStatus* sentinels live beside their code.)
+// Match them with errors.Is. (The pod workers' and the status manager's
+// sentinels live in their own packages.)
 var (
 	// ErrInvalidConfig: a Config field is missing or bad (the error names it).
 	ErrInvalidConfig = errors.New("syncloop: invalid config")
-	// ErrAlreadyRan: Run was called a second time (a Loop runs once).
-	ErrAlreadyRan = errors.New("syncloop: loop already ran")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
+	// ErrComponentStopped: a component Loop.Run runs (the pod workers, the
+	// status manager, the runtime health checks) returned before Run's ctx
+	// ended; the wrapping error names it and wraps its error and
+	// lifecycle.ErrStoppedEarly.
+	ErrComponentStopped = errors.New("syncloop: component stopped")
 	// ErrRuntimeDown: the container runtime did not answer its status
 	// call, or says it is not ready.
 	ErrRuntimeDown = errors.New("syncloop: container runtime is down")

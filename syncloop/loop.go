@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/podworkers"
 )
 
@@ -232,8 +233,7 @@ type Loop struct {
 	readyOnce sync.Once
 	ready     chan struct{}
 
-	runMu sync.Mutex
-	ran   bool
+	once lifecycle.Once
 }
 
 // New validates cfg, fills its defaults and returns a Loop. It does no I/O
@@ -420,27 +420,35 @@ func (l *Loop) Pod(uid types.UID) (*v1.Pod, bool) {
 
 // Run starts the pod workers, the status manager and the runtime health
 // checks, then iterates until Updates is closed or ctx ends, and returns
-// once every goroutine it started has exited. It returns nil then; a second
-// call returns ErrAlreadyRan.
+// once every goroutine it started has exited. It returns nil then. If one of
+// those components returns before ctx ends (a failure, or nil: none of them
+// stops on its own), Run stops the others and returns an error wrapping
+// ErrComponentStopped and the component's error, naming it; it does not
+// restart it.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (l *Loop) Run(ctx context.Context) error {
-	l.runMu.Lock()
-	if l.ran {
-		l.runMu.Unlock()
-		return ErrAlreadyRan
+	if err := l.once.Start(); err != nil {
+		return err
 	}
-	l.ran = true
-	l.runMu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	var (
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failed   error
+	)
 	start := func(name string, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil {
-				l.log.Error("component stopped", zap.String("component", name), zap.Error(err))
+		wg.Go(func() {
+			err := fn(ctx)
+			if ctx.Err() != nil {
+				return // stopped by ctx or by Run: any return is expected
 			}
-		}()
+			failOnce.Do(func() {
+				failed = fmt.Errorf("%w: %w", ErrComponentStopped, lifecycle.StoppedEarly(name, err))
+				l.log.Error("component stopped early: sync loop stops", zap.String("component", name), zap.Error(err))
+				cancel()
+			})
+		})
 	}
 	start("podworkers", l.workers.Run)
 	start("status", l.status.Run)
@@ -457,7 +465,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.houseTicker.Stop()
 	}
 	l.iterMu.Unlock()
-	return nil
+	return failed
 }
 
 // Iterate runs one iteration of the loop: while the runtime or the PLEG is

@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/podworkers"
 )
 
@@ -620,4 +621,29 @@ func TestHousekeepingUsesRuntimePods(t *testing.T) {
 	if st, ok := ltWorkerState(l.PodWorkers(), "orphan"); !ok || st != podworkers.TerminatingPod {
 		t.Fatalf("orphan from RuntimePods: %v %v", st, ok)
 	}
+}
+
+// TestRunFailsFastOnAComponent: a component that returns before ctx ends
+// (here the status manager, already run by someone else, returns
+// ErrAlreadyRan) stops the loop and the other components; Run returns an
+// error naming it and wrapping its error.
+func TestRunFailsFastOnAComponent(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	synctest.Test(t, func(t *testing.T) {
+		l, _, _ := ltStubLoop(t, clock.RealClock{}, nil)
+		sctx, stopStatus := context.WithCancel(t.Context())
+		statusDone := make(chan error, 1)
+		go func() { statusDone <- l.StatusManager().Run(sctx) }()
+		synctest.Wait()
+
+		err := l.Run(t.Context()) // returns although t.Context() is live
+		if !errors.Is(err, ErrComponentStopped) || !errors.Is(err, lifecycle.ErrStoppedEarly) ||
+			!errors.Is(err, ErrAlreadyRan) || !strings.Contains(err.Error(), ": status: ") {
+			t.Fatalf("Run = %v, want ErrComponentStopped naming the status manager", err)
+		}
+		stopStatus()
+		if err := <-statusDone; err != nil {
+			t.Fatalf("status manager Run = %v", err)
+		}
+	})
 }

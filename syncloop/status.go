@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Errors of the status manager.
@@ -27,8 +29,6 @@ var (
 	ErrStatusSink = errors.New("syncloop: status sink failed")
 	// ErrStatusNoPod: a nil pod was given.
 	ErrStatusNoPod = errors.New("syncloop: no pod")
-	// ErrStatusAlreadyRunning: Run was called while another Run was active.
-	ErrStatusAlreadyRunning = errors.New("syncloop: status manager already running")
 )
 
 // DefaultStatusSyncPeriod is how often the StatusManager offers every
@@ -85,7 +85,7 @@ type StatusManager struct {
 
 	mu       sync.Mutex
 	statuses map[types.UID]*statusEntry
-	running  bool
+	once     lifecycle.Once
 
 	// pending holds the pods whose status changed (or must be looked at
 	// again) since the last sync; under mu.
@@ -114,11 +114,15 @@ type statusSent struct {
 
 // NewStatusManager validates cfg and returns a StatusManager. It starts nothing.
 func NewStatusManager(cfg StatusConfig) (*StatusManager, error) {
+	var errs []error
 	if cfg.Sink == nil {
-		return nil, fmt.Errorf("%w: Sink is required", ErrStatusConfig)
+		errs = append(errs, fmt.Errorf("%w: Sink is required", ErrStatusConfig))
 	}
 	if cfg.SyncPeriod < 0 {
-		return nil, fmt.Errorf("%w: SyncPeriod %v is negative", ErrStatusConfig, cfg.SyncPeriod)
+		errs = append(errs, fmt.Errorf("%w: SyncPeriod %v is negative", ErrStatusConfig, cfg.SyncPeriod))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.SyncPeriod == 0 {
 		cfg.SyncPeriod = DefaultStatusSyncPeriod
@@ -780,20 +784,11 @@ func (m *StatusManager) signal() {
 
 // Run syncs at once, then whenever a status changes and every SyncPeriod,
 // until ctx is done; it returns nil then. It runs in the caller's goroutine
-// and starts none. Only one Run may be active at a time.
+// and starts none. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *StatusManager) Run(ctx context.Context) error {
-	m.mu.Lock()
-	if m.running {
-		m.mu.Unlock()
-		return ErrStatusAlreadyRunning
+	if err := m.once.Start(); err != nil {
+		return err
 	}
-	m.running = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.running = false
-		m.mu.Unlock()
-	}()
 
 	timer := m.clock.NewTimer(m.period)
 	defer timer.Stop()

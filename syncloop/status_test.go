@@ -551,7 +551,7 @@ func TestStatusManagerRun(t *testing.T) {
 		if n := sink.calls(); n != 1 {
 			t.Fatalf("start sync: %d calls", n)
 		}
-		if err := m.Run(ctx); !errors.Is(err, ErrStatusAlreadyRunning) {
+		if err := m.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 			t.Errorf("second Run: %v", err)
 		}
 
@@ -663,6 +663,19 @@ func TestStatusEqualByAgent(t *testing.T) {
 		tc.edit(b)
 		if got := statusEqualByAgent(a, b); got != tc.equal {
 			t.Errorf("%s: equal %v, want %v", tc.name, got, tc.equal)
+		}
+	}
+}
+
+// TestNewStatusManagerReportsEveryProblem: every bad field is named at once.
+func TestNewStatusManagerReportsEveryProblem(t *testing.T) {
+	_, err := NewStatusManager(StatusConfig{SyncPeriod: -1})
+	if !errors.Is(err, ErrStatusConfig) {
+		t.Fatalf("NewStatusManager = %v, want ErrStatusConfig", err)
+	}
+	for _, name := range []string{"Sink", "SyncPeriod"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("NewStatusManager = %v: %s not named", err, name)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package volumemgr
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 // Sentinel errors of the volume manager, wrapped with %w and matched with
 // errors.Is. The plugins' sentinels are in errors_plugins.go.
@@ -11,8 +15,10 @@ var (
 	// ErrNoPodSource: Run was called before the pod source was set (neither
 	// Config.Pods nor SetPodSource).
 	ErrNoPodSource = errors.New("volumemgr: no pod source")
-	// ErrAlreadyRan: Run was called a second time.
-	ErrAlreadyRan = errors.New("volumemgr: Run already called")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 	// ErrVolumeNotMounted: a container mounts a volume that is not (yet)
 	// mounted for its pod (ContainerMounts before WaitForAttachAndMount).
 	ErrVolumeNotMounted = errors.New("volumemgr: volume not mounted")

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults (the kubelet's).
@@ -126,8 +128,7 @@ type Manager struct {
 	changeMu sync.Mutex
 	changed  chan struct{} // closed and replaced on every state change
 
-	runMu sync.Mutex
-	ran   bool
+	once lifecycle.Once
 }
 
 // New validates cfg and fills in defaults. It does no I/O and starts
@@ -221,19 +222,15 @@ func (m *Manager) Plugins() []Plugin { return slices.Clone(m.plugins) }
 
 // Run reconstructs the actual state from disk, then runs the populator and
 // the reconciler, each every period, until ctx ends; it returns nil then,
-// after both have stopped. Without a pod source it returns ErrNoPodSource;
-// a second call returns ErrAlreadyRan.
+// after both have stopped. Without a pod source it returns ErrNoPodSource.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
 	if m.source() == nil {
 		return ErrNoPodSource
 	}
-	m.runMu.Lock()
-	if m.ran {
-		m.runMu.Unlock()
-		return ErrAlreadyRan
+	if err := m.once.Start(); err != nil {
+		return err
 	}
-	m.ran = true
-	m.runMu.Unlock()
 
 	if err := m.Reconstruct(ctx); err != nil && ctx.Err() == nil {
 		// Not fatal: volumes of gone pods may stay until a restart.

@@ -225,9 +225,22 @@ func applyFsGroup(payload map[string]FileProjection, gid *int64) {
 	}
 }
 
-// keyPayload projects data (string and binary maps) by items or, with no
-// items, every key as its own file. Missing keys are errors unless optional.
-func keyPayload(kind, name string, data map[string]string, binary map[string][]byte, items []v1.KeyToPath, defMode fs.FileMode, optional bool, into map[string]FileProjection) error {
+// keySelection is what a configMap or secret volume (or projection source)
+// asks for: the object's name, the keys as files (all when items is
+// empty), the files' default mode, and whether the object or a key may be
+// missing.
+type keySelection struct {
+	name     string
+	items    []v1.KeyToPath
+	defMode  *int32
+	optional bool
+}
+
+// keyPayload projects data (string and binary maps) by sel.items or, with
+// no items, every key as its own file, with mode defMode unless an item
+// sets one. Missing keys are errors unless sel.optional.
+func keyPayload(kind string, sel keySelection, defMode fs.FileMode, data map[string]string, binary map[string][]byte, into map[string]FileProjection) error {
+	name, items, optional := sel.name, sel.items, sel.optional
 	if len(items) == 0 {
 		for k, v := range data {
 			if err := ValidateItemPath(k); err != nil {

@@ -27,7 +27,9 @@ func (p *configMapPlugin) SetUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume
 		return volumeError(p.Name(), vol, fmt.Errorf("%w: not a configMap", ErrUnsupportedVolume))
 	}
 	payload := map[string]FileProjection{}
-	if err := p.cfg.addConfigMap(ctx, pod, src.Name, src.Items, src.DefaultMode, isOptional(src.Optional), payload); err != nil {
+	if err := p.cfg.addConfigMap(ctx, pod, keySelection{
+		name: src.Name, items: src.Items, defMode: src.DefaultMode, optional: isOptional(src.Optional),
+	}, payload); err != nil {
 		return volumeError(p.Name(), vol, err)
 	}
 	applyFsGroup(payload, fsGroupOf(pod))
@@ -50,8 +52,9 @@ func (*configMapPlugin) HostPath(_ *v1.Pod, _ *v1.Volume, dir string) (string, e
 
 // addConfigMap fetches a configMap and projects it into into. A missing
 // object (or no ObjectSource) adds nothing when optional.
-func (c *pluginsConfig) addConfigMap(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, defMode *int32, optional bool, into map[string]FileProjection) error {
-	mode, err := fileMode(defMode, defaultFileMode)
+func (c *pluginsConfig) addConfigMap(ctx context.Context, pod *v1.Pod, sel keySelection, into map[string]FileProjection) error {
+	name, optional := sel.name, sel.optional
+	mode, err := fileMode(sel.defMode, defaultFileMode)
 	if err != nil {
 		return err
 	}
@@ -77,5 +80,5 @@ func (c *pluginsConfig) addConfigMap(ctx context.Context, pod *v1.Pod, name stri
 		}
 		return fmt.Errorf("configMap %s/%s: %w", pod.Namespace, name, ErrObjectNotFound)
 	}
-	return keyPayload("configMap", name, cm.Data, cm.BinaryData, items, mode, optional, into)
+	return keyPayload("configMap", sel, mode, cm.Data, cm.BinaryData, into)
 }

@@ -52,10 +52,14 @@ func (c *pluginsConfig) projectedPayload(ctx context.Context, pod *v1.Pod, src *
 		var err error
 		switch {
 		case s.ConfigMap != nil:
-			err = c.addConfigMap(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, def, isOptional(s.ConfigMap.Optional), part)
+			err = c.addConfigMap(ctx, pod, keySelection{
+				name: s.ConfigMap.Name, items: s.ConfigMap.Items, defMode: def, optional: isOptional(s.ConfigMap.Optional),
+			}, part)
 			applyFsGroup(part, fsGroup)
 		case s.Secret != nil:
-			err = c.addSecret(ctx, pod, s.Secret.Name, s.Secret.Items, def, isOptional(s.Secret.Optional), part)
+			err = c.addSecret(ctx, pod, keySelection{
+				name: s.Secret.Name, items: s.Secret.Items, defMode: def, optional: isOptional(s.Secret.Optional),
+			}, part)
 			applyFsGroup(part, fsGroup)
 		case s.DownwardAPI != nil:
 			err = c.addDownwardAPI(pod, s.DownwardAPI.Items, def, part)

@@ -27,7 +27,9 @@ func (p *secretPlugin) SetUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume, d
 		return volumeError(p.Name(), vol, fmt.Errorf("%w: not a secret", ErrUnsupportedVolume))
 	}
 	payload := map[string]FileProjection{}
-	if err := p.cfg.addSecret(ctx, pod, src.SecretName, src.Items, src.DefaultMode, isOptional(src.Optional), payload); err != nil {
+	if err := p.cfg.addSecret(ctx, pod, keySelection{
+		name: src.SecretName, items: src.Items, defMode: src.DefaultMode, optional: isOptional(src.Optional),
+	}, payload); err != nil {
 		return volumeError(p.Name(), vol, err)
 	}
 	applyFsGroup(payload, fsGroupOf(pod))
@@ -48,8 +50,9 @@ func (*secretPlugin) HostPath(_ *v1.Pod, _ *v1.Volume, dir string) (string, erro
 	return dir, checkDir(dir)
 }
 
-func (c *pluginsConfig) addSecret(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, defMode *int32, optional bool, into map[string]FileProjection) error {
-	mode, err := fileMode(defMode, defaultFileMode)
+func (c *pluginsConfig) addSecret(ctx context.Context, pod *v1.Pod, sel keySelection, into map[string]FileProjection) error {
+	name, optional := sel.name, sel.optional
+	mode, err := fileMode(sel.defMode, defaultFileMode)
 	if err != nil {
 		return err
 	}
@@ -75,5 +78,5 @@ func (c *pluginsConfig) addSecret(ctx context.Context, pod *v1.Pod, name string,
 		}
 		return fmt.Errorf("secret %s/%s: %w", pod.Namespace, name, ErrObjectNotFound)
 	}
-	return keyPayload("secret", name, nil, s.Data, items, mode, optional, into)
+	return keyPayload("secret", sel, mode, nil, s.Data, into)
 }

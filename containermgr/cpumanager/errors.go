@@ -1,8 +1,16 @@
 package cpumanager
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 var (
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 	// ErrInvalidConfig is returned by New for a bad Config; the message
 	// names the field.
 	ErrInvalidConfig = errors.New("cpumanager: invalid config")

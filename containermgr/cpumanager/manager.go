@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodekit/nodekit/internal/checkpoint"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Labels read from CRI containers (the keys in runtime/labels.go).
@@ -31,6 +32,7 @@ const AdmitReason = "UnexpectedAdmissionError"
 // Manager assigns CPUs to containers. All methods are safe for concurrent
 // use.
 type Manager struct {
+	once     lifecycle.Once
 	cfg      Config
 	reserved cpuset.CPUSet
 	alloc    *allocator // static only
@@ -573,7 +575,11 @@ func (m *Manager) purgeStaleLocked(active map[string]*v1.Pod) error {
 
 // Run calls Reconcile every ReconcilePeriod until ctx ends, logging
 // errors, and returns nil then. Under the none policy it only waits.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
+	if err := m.once.Start(); err != nil {
+		return err
+	}
 	if m.cfg.Policy != PolicyStatic {
 		<-ctx.Done()
 		return nil

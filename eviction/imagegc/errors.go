@@ -3,6 +3,8 @@ package imagegc
 import (
 	"errors"
 	"fmt"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of these with %w;
@@ -21,8 +23,10 @@ var (
 	ErrFsStats = errors.New("imagegc: image file system stats unavailable")
 	// ErrRuntime: the image service or the in-use lister failed.
 	ErrRuntime = errors.New("imagegc: runtime call failed")
-	// ErrAlreadyRunning: Run was called while a Run is in progress.
-	ErrAlreadyRunning = errors.New("imagegc: already running")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 )
 
 // FreeSpaceError is returned by GarbageCollect when the image file system

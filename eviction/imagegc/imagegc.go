@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults, as the kubelet's.
@@ -140,7 +141,7 @@ type Manager struct {
 	log     *zap.Logger
 	began   time.Time
 	removed *prometheus.CounterVec
-	running atomic.Bool
+	once    lifecycle.Once
 
 	opMu sync.Mutex // one detection or collection at a time
 
@@ -521,13 +522,12 @@ func (m *Manager) Images() []ImageRecord {
 }
 
 // Run detects the images at once, then calls GarbageCollect every Period
-// until ctx is done; errors are logged. It returns ctx's error once its
-// loop has exited.
+// until ctx is done; errors are logged. It returns nil once its
+// loop has exited. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *Manager) Run(ctx context.Context) error {
-	if !m.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := m.once.Start(); err != nil {
+		return err
 	}
-	defer m.running.Store(false)
 	if err := m.DetectImages(ctx); err != nil && ctx.Err() == nil {
 		m.log.Info("detecting images failed", zap.Error(err))
 	}
@@ -536,7 +536,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil
 		case <-t.C():
 		}
 		if err := m.GarbageCollect(ctx); err != nil && ctx.Err() == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
 	"github.com/nodekit/nodekit/volumemgr"
 	vmapiserver "github.com/nodekit/nodekit/volumemgr/apiserver"
@@ -111,11 +112,26 @@ type persistedSource struct {
 	api     nodekit.PodSource
 }
 
+// Run runs both until ctx ends. If one returns before that, it stops the
+// other and returns an error naming the first (the lifecycle contract's
+// fail-fast rule).
 func (s *persistedSource) Run(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.persist.Run(ctx) }()
-	err := s.api.Run(ctx)
-	return errors.Join(err, <-errc)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 2)
+	go func() { results <- result{"persisted pods", s.persist.Run(runCtx)} }()
+	go func() { results <- result{"API server pods", s.api.Run(runCtx)} }()
+	first := <-results
+	stop()
+	second := <-results
+	if ctx.Err() != nil {
+		return nil // a clean stop
+	}
+	return errors.Join(lifecycle.StoppedEarly(first.name, first.err), second.err)
 }
 
 // edge is a built agent and the parts the example looks at.

@@ -1,7 +1,3 @@
-// Package downward renders the downward API values that environment
-// variables (runtime) and downwardAPI volumes (volumemgr) both expose: label
-// and annotation maps, and container resource limits and requests. One
-// implementation, so an env var and a volume file never disagree.
 package downward
 
 import (

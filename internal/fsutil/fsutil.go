@@ -1,5 +1,3 @@
-// Package fsutil holds small file system helpers shared by nodekit's
-// packages.
 package fsutil
 
 import (

@@ -1,6 +1,3 @@
-// Package qos computes a pod's Kubernetes QoS class. It is the one place the
-// runtime, the sync loop and the container manager get it from, so they can
-// never disagree about a pod.
 package qos
 
 import (

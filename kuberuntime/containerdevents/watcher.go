@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Defaults of Config.
@@ -124,7 +126,7 @@ type Watcher struct {
 	filters []string
 	log     *zap.Logger
 	clock   clock.Clock
-	running atomic.Bool
+	once    lifecycle.Once
 
 	streams, delivered, ignored atomic.Uint64
 
@@ -136,28 +138,30 @@ type Watcher struct {
 // New validates cfg, fills defaults and returns a Watcher. It does no I/O.
 func New(cfg Config) (*Watcher, error) {
 	w := &Watcher{}
+	var errs []error
 	switch {
 	case cfg.Conn != nil && cfg.Endpoint != "":
-		return nil, fmt.Errorf("%w: give Endpoint or Conn, not both", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: give Endpoint or Conn, not both", ErrInvalidConfig))
 	case cfg.Conn == nil:
 		path, err := socketPath(cfg.Endpoint)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 		w.target = "unix://" + path
 	}
 	if cfg.Handler == nil {
-		return nil, fmt.Errorf("%w: Handler is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Handler is required", ErrInvalidConfig))
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
 	if strings.ContainsAny(cfg.Namespace, "\"\\\n") {
-		return nil, fmt.Errorf("%w: Namespace %q has a character a filter cannot hold", ErrInvalidConfig, cfg.Namespace)
+		errs = append(errs, fmt.Errorf("%w: Namespace %q has a character a filter cannot hold", ErrInvalidConfig, cfg.Namespace))
 	}
-	if cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.OOMMemory < 0 {
-		return nil, fmt.Errorf("%w: MinBackoff %v, MaxBackoff %v and OOMMemory %d must not be negative",
-			ErrInvalidConfig, cfg.MinBackoff, cfg.MaxBackoff, cfg.OOMMemory)
+	negative := cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.OOMMemory < 0
+	if negative {
+		errs = append(errs, fmt.Errorf("%w: MinBackoff %v, MaxBackoff %v and OOMMemory %d must not be negative",
+			ErrInvalidConfig, cfg.MinBackoff, cfg.MaxBackoff, cfg.OOMMemory))
 	}
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = DefaultMinBackoff
@@ -165,8 +169,11 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.MaxBackoff == 0 {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
 	}
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		return nil, fmt.Errorf("%w: MaxBackoff %v is below MinBackoff %v", ErrInvalidConfig, cfg.MaxBackoff, cfg.MinBackoff)
+	if !negative && cfg.MaxBackoff < cfg.MinBackoff {
+		errs = append(errs, fmt.Errorf("%w: MaxBackoff %v is below MinBackoff %v", ErrInvalidConfig, cfg.MaxBackoff, cfg.MinBackoff))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.OOMMemory == 0 {
 		cfg.OOMMemory = DefaultOOMMemory
@@ -224,13 +231,12 @@ func (w *Watcher) Stats() Stats {
 // Run subscribes to the events and hands them to the Handler until ctx
 // ends; a failed stream is reopened after a back-off. It returns nil when
 // ctx ends, ErrUnsupported (wrapped) if the endpoint has no containerd
-// event service, ErrAlreadyRunning if another Run is in progress. It
-// returns only after every goroutine it started has ended.
+// event service. It returns only after every goroutine it started has
+// ended. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (w *Watcher) Run(ctx context.Context) error {
-	if !w.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := w.once.Start(); err != nil {
+		return err
 	}
-	defer w.running.Store(false)
 
 	conn := w.cfg.Conn
 	if conn == nil {

@@ -250,7 +250,7 @@ func TestAlreadyRunning(t *testing.T) {
 	}
 	start(t, w)
 	rec.next(t)
-	if err := w.Run(t.Context()); !errors.Is(err, ErrAlreadyRunning) {
+	if err := w.Run(t.Context()); !errors.Is(err, ErrAlreadyRan) {
 		t.Fatalf("second Run: %v", err)
 	}
 }
@@ -288,4 +288,17 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("event without a container id: %+v", ev)
 		}
 	})
+}
+
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{Endpoint: "tcp://x", Namespace: "a\"b", MinBackoff: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Endpoint", "Handler", "Namespace", "MinBackoff"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -191,8 +192,9 @@ func New(cfg Config) (*Runtime, error) {
 	if r.hostIP == "" {
 		r.hostIP = "127.0.0.1"
 	}
+	var errs []error
 	if _, err := netip.ParseAddr(r.hostIP); err != nil {
-		return nil, fmt.Errorf("%w: HostIP %q: %v", ErrInvalidConfig, cfg.HostIP, err)
+		errs = append(errs, fmt.Errorf("%w: HostIP %q: %v", ErrInvalidConfig, cfg.HostIP, err))
 	}
 	cidr := cfg.PodCIDR
 	if cidr == "" {
@@ -200,11 +202,11 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	prefix, err := netip.ParsePrefix(cidr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: PodCIDR %q: %v", ErrInvalidConfig, cfg.PodCIDR, err)
+		errs = append(errs, fmt.Errorf("%w: PodCIDR %q: %v", ErrInvalidConfig, cfg.PodCIDR, err))
 	}
 	r.podPrefix = prefix.Masked()
-	if r.podPrefix.Bits() > r.podPrefix.Addr().BitLen()-2 {
-		return nil, fmt.Errorf("%w: PodCIDR %q is too small", ErrInvalidConfig, cfg.PodCIDR)
+	if err == nil && r.podPrefix.Bits() > r.podPrefix.Addr().BitLen()-2 {
+		errs = append(errs, fmt.Errorf("%w: PodCIDR %q is too small", ErrInvalidConfig, cfg.PodCIDR))
 	}
 	r.nextIP = r.podPrefix.Addr().Next().Next() // .1 is the gateway
 	switch strings.ToLower(cfg.CgroupDriver) {
@@ -213,7 +215,10 @@ func New(cfg Config) (*Runtime, error) {
 	case "systemd":
 		r.cgroupDriver = runtimeapi.CgroupDriver_SYSTEMD
 	default:
-		return nil, fmt.Errorf("%w: CgroupDriver %q: want cgroupfs or systemd", ErrInvalidConfig, cfg.CgroupDriver)
+		errs = append(errs, fmt.Errorf("%w: CgroupDriver %q: want cgroupfs or systemd", ErrInvalidConfig, cfg.CgroupDriver))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if len(cfg.RuntimeHandlers) > 0 {
 		r.handlers = map[string]bool{"": true}

@@ -364,3 +364,16 @@ func TestSmallAPI(t *testing.T) {
 		t.Fatalf("String does not parse back: %+v %v", round, err)
 	}
 }
+
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{HostIP: "nope", PodCIDR: "10.0.0.0/32", CgroupDriver: "x"})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"HostIP", "PodCIDR", "CgroupDriver"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
+}

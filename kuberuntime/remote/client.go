@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -101,9 +102,10 @@ var (
 // New validates cfg and fills its defaults. It does no I/O: the connection
 // is made by the first call (or by Connect).
 func New(cfg Config) (*Client, error) {
+	var errs []error
 	path, err := parseEndpoint(cfg.Endpoint)
 	if err != nil {
-		return nil, err
+		errs = append(errs, err)
 	}
 	durations := []struct {
 		name string
@@ -117,14 +119,17 @@ func New(cfg Config) (*Client, error) {
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
-			return nil, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, d.name, *d.v)
+			errs = append(errs, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, d.name, *d.v))
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
 	}
 	if cfg.MaxMsgSize < 0 {
-		return nil, fmt.Errorf("%w: MaxMsgSize %d is negative", ErrInvalidConfig, cfg.MaxMsgSize)
+		errs = append(errs, fmt.Errorf("%w: MaxMsgSize %d is negative", ErrInvalidConfig, cfg.MaxMsgSize))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.MaxMsgSize == 0 {
 		cfg.MaxMsgSize = DefaultMaxMsgSize

@@ -766,3 +766,16 @@ func BenchmarkListContainers1000(b *testing.B) {
 		}
 	}
 }
+
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := remote.New(remote.Config{Endpoint: "tcp://x", CallTimeout: -1, MaxMsgSize: -1})
+	if !errors.Is(err, remote.ErrInvalidEndpoint) || !errors.Is(err, remote.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidEndpoint and ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Endpoint", "CallTimeout", "MaxMsgSize"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
+		}
+	}
+}

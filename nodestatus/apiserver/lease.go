@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Lease defaults, as the kubelet has them.
@@ -73,8 +75,7 @@ type LeaseController struct {
 	// renewedAt is the local clock reading of the last lease written.
 	renewedAt time.Time
 
-	runMu   sync.Mutex
-	running bool
+	once lifecycle.Once
 }
 
 // NewLease validates cfg and fills defaults. It does no I/O.
@@ -286,21 +287,12 @@ func (c *LeaseController) newLease(ctx context.Context, base *coordinationv1.Lea
 
 // Run renews the lease every RenewInterval (with 4% jitter); after a failed
 // renewal it tries again after RetryBackoff, doubling up to MaxRetryBackoff.
-// It returns nil when ctx ends and ErrAlreadyRunning if a Run is in
-// progress. The lease is left in place on return, so it expires.
+// It returns nil when ctx ends. The lease is left in place on return, so
+// it expires. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (c *LeaseController) Run(ctx context.Context) error {
-	c.runMu.Lock()
-	if c.running {
-		c.runMu.Unlock()
-		return ErrAlreadyRunning
+	if err := c.once.Start(); err != nil {
+		return err
 	}
-	c.running = true
-	c.runMu.Unlock()
-	defer func() {
-		c.runMu.Lock()
-		c.running = false
-		c.runMu.Unlock()
-	}()
 	backoff := c.cfg.RetryBackoff
 	for {
 		next := c.cfg.RenewInterval + time.Duration(float64(c.cfg.RenewInterval)*renewJitter*c.cfg.Rand())

@@ -188,7 +188,7 @@ func TestLeaseRunBacksOff(t *testing.T) {
 		if got := lease.Spec.RenewTime.Time.Sub(created); got != 10*time.Second {
 			t.Errorf("renewed %v after creation, want 10s", got)
 		}
-		if err := l.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+		if err := l.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 			t.Errorf("second Run: %v", err)
 		}
 		cancel()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // MirrorClientConfig configures a MirrorClient.
@@ -50,19 +51,23 @@ type MirrorClient struct {
 
 	mu      sync.Mutex
 	nodeUID types.UID
-	running bool
+	once    lifecycle.Once
 }
 
 // NewMirrorClient validates cfg and fills defaults. It does no I/O.
 func NewMirrorClient(cfg MirrorClientConfig) (*MirrorClient, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig))
 	}
 	if cfg.Period < 0 {
-		return nil, fmt.Errorf("%w: Period must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Period must not be negative", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.Period == 0 {
 		cfg.Period = 10 * time.Second
@@ -210,23 +215,14 @@ func (m *MirrorClient) deleteMirror(ctx context.Context, mirror *v1.Pod) error {
 
 // Run syncs the mirror pods of cfg.StaticPods() at once and then every
 // Period until ctx is done; errors are logged and the next sync tries
-// again. It returns nil when ctx ends.
+// again. It returns nil when ctx ends. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *MirrorClient) Run(ctx context.Context) error {
 	if m.cfg.StaticPods == nil {
 		return fmt.Errorf("%w: StaticPods is required by Run", ErrInvalidConfig)
 	}
-	m.mu.Lock()
-	if m.running {
-		m.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := m.once.Start(); err != nil {
+		return err
 	}
-	m.running = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.running = false
-		m.mu.Unlock()
-	}()
 	t := m.cfg.Clock.NewTicker(m.cfg.Period)
 	defer t.Stop()
 	for {

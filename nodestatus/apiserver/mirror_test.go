@@ -132,7 +132,7 @@ func TestMirrorClientRun(t *testing.T) {
 		if !exists("b") {
 			t.Fatal("periodic sync did not create mirror b")
 		}
-		if err := m.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+		if err := m.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 			t.Fatalf("second Run: err = %v", err)
 		}
 		cancel()

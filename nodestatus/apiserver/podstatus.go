@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -57,11 +58,15 @@ var (
 
 // NewPodStatusSink validates cfg. It does no I/O.
 func NewPodStatusSink(cfg PodStatusSinkConfig) (*PodStatusSink, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.MaxCachedStatuses < 0 {
-		return nil, fmt.Errorf("%w: MaxCachedStatuses must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: MaxCachedStatuses must not be negative", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.MaxCachedStatuses == 0 {
 		cfg.MaxCachedStatuses = DefaultMaxCachedStatuses

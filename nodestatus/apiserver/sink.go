@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -44,11 +45,15 @@ var _ nodestatus.NodeSink = (*Sink)(nil)
 
 // NewSink validates cfg. It does no I/O.
 func NewSink(cfg SinkConfig) (*Sink, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

@@ -2,10 +2,10 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Config configures a Source.
@@ -59,25 +60,29 @@ type Source struct {
 	backoff  *wait.Backoff
 	clock    clock.Clock
 	log      *zap.Logger
-	running  atomic.Bool
+	once     lifecycle.Once
 }
 
 // New validates cfg and fills its defaults. It does no I/O.
 func New(cfg Config) (*Source, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.NodeName == "" {
-		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig))
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Out is required", ErrInvalidConfig))
 	}
 	if cfg.Resync < 0 {
-		return nil, fmt.Errorf("%w: Resync must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Resync must not be negative", ErrInvalidConfig))
 	}
 	if cfg.MaxRetryBackoff < 0 {
-		return nil, fmt.Errorf("%w: MaxRetryBackoff must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: MaxRetryBackoff must not be negative", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	s := &Source{
 		client:   cfg.Client,
@@ -100,12 +105,11 @@ func New(cfg Config) (*Source, error) {
 
 // Run lists and watches the node's pods until ctx is done, re-listing after
 // errors with the reflector's back-off. It returns nil once the reflector
-// has stopped, or ErrAlreadyRunning if another Run is active.
+// has stopped. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *Source) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+	if err := s.once.Start(); err != nil {
+		return err
 	}
-	defer s.running.Store(false)
 
 	selector := fields.OneTermEqualSelector("spec.nodeName", s.nodeName).String()
 	pods := s.client.CoreV1().Pods(metav1.NamespaceAll)

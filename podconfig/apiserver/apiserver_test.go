@@ -180,7 +180,7 @@ func TestRunTwice(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	<-out // the first Run is up
-	if err := s.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+	if err := s.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 		t.Fatalf("second Run = %v", err)
 	}
 	cancel()
@@ -203,6 +203,19 @@ func TestNewConfigErrors(t *testing.T) {
 	} {
 		if _, err := New(tc.cfg); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("err = %v, want ErrInvalidConfig naming %s", err, tc.field)
+		}
+	}
+}
+
+// TestNewReportsEveryProblem: New names every bad field at once.
+func TestNewReportsEveryProblem(t *testing.T) {
+	_, err := New(Config{Resync: -1, MaxRetryBackoff: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Client", "NodeName", "Out", "Resync", "MaxRetryBackoff"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("New = %v: %s not named", err, name)
 		}
 	}
 }

@@ -1,11 +1,17 @@
 package apiserver
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nodekit/nodekit/lifecycle"
+)
 
 var (
 	// ErrInvalidConfig: a Config field is invalid; the wrapping error names
 	// the field.
 	ErrInvalidConfig = errors.New("apiserver: invalid config")
-	// ErrAlreadyRunning: Run was called while another Run is active.
-	ErrAlreadyRunning = errors.New("apiserver: already running")
+	// ErrAlreadyRan: Run was called before on this value (concurrently or
+	// after it returned); each value runs at most once. It is the same
+	// value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 )

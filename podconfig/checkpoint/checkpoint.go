@@ -18,6 +18,7 @@ import (
 
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // DefaultReplayAfter is how long Run waits for the live source before it
@@ -50,6 +51,7 @@ type Config struct {
 
 // Source persists and forwards the updates of one wrapped source.
 type Source struct {
+	once        lifecycle.Once
 	dir         string
 	source      string
 	file        string
@@ -70,18 +72,22 @@ type Source struct {
 
 // New validates cfg and fills its defaults. It does no I/O.
 func New(cfg Config) (*Source, error) {
+	var errs []error
 	if cfg.Dir == "" {
-		return nil, fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Dir is required", ErrInvalidConfig))
 	}
 	if cfg.Source == "" {
-		return nil, fmt.Errorf("%w: Source is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Source is required", ErrInvalidConfig))
 	}
 	file := "podconfig-" + cfg.Source + ".json"
 	if err := ckpt.ValidateName(file); err != nil {
-		return nil, fmt.Errorf("%w: Source %q cannot name a file: %w", ErrInvalidConfig, cfg.Source, err)
+		errs = append(errs, fmt.Errorf("%w: Source %q cannot name a file: %w", ErrInvalidConfig, cfg.Source, err))
 	}
 	if cfg.Out == nil {
-		return nil, fmt.Errorf("%w: Out is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Out is required", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	s := &Source{
 		dir:         cfg.Dir,
@@ -330,7 +336,11 @@ func (s *Source) setAside(name string, cause error) {
 // is done, and replays the persisted set once ReplayAfter has passed
 // without a live update (at once if ReplayAfter is negative). Errors are
 // logged. It returns nil after ctx is done.
+// See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (s *Source) Run(ctx context.Context) error {
+	if err := s.once.Start(); err != nil {
+		return err
+	}
 	var replayC <-chan time.Time
 	if s.replayAfter < 0 {
 		s.replay(ctx)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
+	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -88,6 +89,7 @@ type PersistConfig struct {
 // Service account tokens are kept too (the last one per pod, service
 // account and audience) and served when the API server cannot answer.
 type Persisted struct {
+	once       lifecycle.Once
 	live       *Objects
 	dir        string
 	pods       func() []*v1.Pod
@@ -113,14 +115,18 @@ func (k objKey) String() string { return k.kind + " " + k.namespace + "/" + k.na
 
 // NewPersisted validates cfg and fills its defaults. It does no I/O.
 func NewPersisted(cfg PersistConfig) (*Persisted, error) {
+	var errs []error
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Client is required", ErrInvalidConfig))
 	}
 	if cfg.Dir == "" || strings.ContainsRune(cfg.Dir, 0) {
-		return nil, fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: Dir is required", ErrInvalidConfig))
 	}
 	if cfg.APITimeout < 0 || cfg.RetryAfter < 0 || cfg.SyncPeriod < 0 {
-		return nil, fmt.Errorf("%w: APITimeout, RetryAfter and SyncPeriod must not be negative", ErrInvalidConfig)
+		errs = append(errs, fmt.Errorf("%w: APITimeout, RetryAfter and SyncPeriod must not be negative", ErrInvalidConfig))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	p := &Persisted{
 		live:       &Objects{client: cfg.Client},
@@ -769,8 +775,11 @@ func (p *Persisted) Inventory() (configMaps, secrets int, err error) {
 }
 
 // Run takes the Inventory, then calls Sync every SyncPeriod until ctx is
-// done and returns nil then.
+// done and returns nil then. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (p *Persisted) Run(ctx context.Context) error {
+	if err := p.once.Start(); err != nil {
+		return err
+	}
 	_, _, _ = p.Inventory() // logged
 	t := p.clock.NewTicker(p.period)
 	defer t.Stop()

@@ -519,3 +519,16 @@ func TestPersistedTokens(t *testing.T) {
 		t.Errorf("%d token files after b is gone, want 1", len(entries))
 	}
 }
+
+// TestNewPersistedReportsEveryProblem: every bad field is named at once.
+func TestNewPersistedReportsEveryProblem(t *testing.T) {
+	_, err := NewPersisted(PersistConfig{SyncPeriod: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewPersisted = %v, want ErrInvalidConfig", err)
+	}
+	for _, name := range []string{"Client", "Dir", "SyncPeriod"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("NewPersisted = %v: %s not named", err, name)
+		}
+	}
+}
