@@ -22,6 +22,7 @@ import (
 	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -137,11 +138,11 @@ func (a *Agent) Loop() *syncloop.Loop { return a.loop }
 
 // StatusManager returns the sync loop's status manager: the latest status
 // of every pod the agent runs.
-func (a *Agent) StatusManager() *syncloop.StatusManager { return a.loop.StatusManager() }
+func (a *Agent) StatusManager() *podstatus.Manager { return a.loop.StatusManager() }
 
 // StatusSink returns the sink pod statuses are delivered to: the one given
-// to WithStatusSink, else a *syncloop.MemorySink.
-func (a *Agent) StatusSink() syncloop.StatusSink { return a.loop.StatusSink() }
+// to WithStatusSink, else a *podstatus.MemorySink.
+func (a *Agent) StatusSink() podstatus.Sink { return a.loop.StatusSink() }
 
 // Pods returns the pods the sync loop currently knows (the desired pods,
 // those rejected by admission included), oldest first. They are shared:

@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -70,7 +71,7 @@ type Builder struct {
 	mode        podconfig.Mode
 	rootDir     string
 	podLogsRoot string
-	sink        syncloop.StatusSink
+	sink        podstatus.Sink
 	admitters   []syncloop.AdmitHandler
 	allocatable func() v1.ResourceList
 	clock       clock.WithTicker
@@ -82,7 +83,7 @@ type Builder struct {
 	cgroups       syncloop.CgroupHooks
 	cgroupParents kuberuntime.CgroupParentProvider
 	probes        syncloop.ProbeHooks
-	probeState    syncloop.ProbeState
+	probeState    podstatus.ProbeState
 	probeResults  kuberuntime.ProbeResults
 	runtimeEdits  []func(*kuberuntime.Config)
 	loopEdits     []func(*syncloop.Config)
@@ -153,8 +154,8 @@ func (b *Builder) WithRootDir(dir string) *Builder { b.rootDir = dir; return b }
 func (b *Builder) WithPodLogsRoot(dir string) *Builder { b.podLogsRoot = dir; return b }
 
 // WithStatusSink sets where pod statuses go (default a
-// syncloop.MemorySink, see Agent.StatusSink).
-func (b *Builder) WithStatusSink(s syncloop.StatusSink) *Builder { b.sink = s; return b }
+// podstatus.MemorySink, see Agent.StatusSink).
+func (b *Builder) WithStatusSink(s podstatus.Sink) *Builder { b.sink = s; return b }
 
 // WithAdmitHandler adds an admission check run on every new pod, in the
 // order given.

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/podstatus"
 )
 
 // ClusterPart is a component of cluster mode run by the Agent (node status,
@@ -24,7 +24,7 @@ type Cluster struct {
 	PodSource PodSourceFunc
 	// StatusSink receives the pod statuses unless WithStatusSink gave a
 	// sink before WithCluster. Nil keeps the default.
-	StatusSink syncloop.StatusSink
+	StatusSink podstatus.Sink
 	// Parts builds, from the built Agent, the components that run with it.
 	// It is called by Build once everything else built; an error fails
 	// Build. Nil means none.

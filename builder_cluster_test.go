@@ -14,7 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/podstatus"
 )
 
 // setSource sends one SET of pods and waits for the end.
@@ -39,7 +39,7 @@ func TestWithCluster(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
 		Spec:       v1.PodSpec{NodeName: "n", Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
 	}
-	sink := syncloop.NewMemorySink()
+	sink := podstatus.NewMemorySink()
 	var started, stopped atomic.Int32
 	var sawAgent atomic.Bool
 	agent, err := nodekit.NewBuilder().WithNodeName("n").WithFakeRuntime("busybox").WithRootDir(t.TempDir()).
@@ -87,7 +87,7 @@ func TestWithCluster(t *testing.T) {
 }
 
 func TestWithClusterErrors(t *testing.T) {
-	build := func(c nodekit.Cluster, sink syncloop.StatusSink) (*nodekit.Agent, error) {
+	build := func(c nodekit.Cluster, sink podstatus.Sink) (*nodekit.Agent, error) {
 		b := nodekit.NewBuilder().WithNodeName("n").WithFakeRuntime().WithRootDir(t.TempDir())
 		if sink != nil {
 			b.WithStatusSink(sink)
@@ -110,8 +110,8 @@ func TestWithClusterErrors(t *testing.T) {
 		t.Fatalf("part without run: %v", err)
 	}
 	// A sink given before WithCluster wins.
-	mine := syncloop.NewMemorySink()
-	a, err := build(nodekit.Cluster{PodSource: src, StatusSink: syncloop.NewMemorySink()}, mine)
+	mine := podstatus.NewMemorySink()
+	a, err := build(nodekit.Cluster{PodSource: src, StatusSink: podstatus.NewMemorySink()}, mine)
 	if err != nil {
 		t.Fatal(err)
 	}

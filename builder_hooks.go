@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -33,7 +34,7 @@ func (b *Builder) WithCgroups(hooks syncloop.CgroupHooks, parents kuberuntime.Cg
 // through hooks, the pod status takes readiness and startup from state, and
 // the runtime restarts containers whose liveness or startup probe failed
 // (results). Any may be nil.
-func (b *Builder) WithProbes(hooks syncloop.ProbeHooks, state syncloop.ProbeState, results kuberuntime.ProbeResults) *Builder {
+func (b *Builder) WithProbes(hooks syncloop.ProbeHooks, state podstatus.ProbeState, results kuberuntime.ProbeResults) *Builder {
 	b.probes, b.probeState, b.probeResults = hooks, state, results
 	return b
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -58,9 +59,9 @@ type proberLink struct {
 
 var (
 	_ syncloop.ProbeHooks      = (*proberLink)(nil)
-	_ syncloop.ProbeState      = (*proberLink)(nil)
+	_ podstatus.ProbeState     = (*proberLink)(nil)
 	_ kuberuntime.ProbeResults = runtimeProbeView{}
-	_ syncloop.ProbeState      = prober.StatusResults{}
+	_ podstatus.ProbeState     = prober.StatusResults{}
 	_ kuberuntime.ProbeResults = prober.RuntimeResults{}
 )
 

@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -414,8 +415,8 @@ func TestBuildDoesNoIO(t *testing.T) {
 	if a.FakeRuntime() != nil {
 		t.Error("FakeRuntime() is not nil for a remote runtime")
 	}
-	if _, ok := a.StatusSink().(*syncloop.MemorySink); !ok {
-		t.Errorf("default sink is %T, want *syncloop.MemorySink", a.StatusSink())
+	if _, ok := a.StatusSink().(*podstatus.MemorySink); !ok {
+		t.Errorf("default sink is %T, want *podstatus.MemorySink", a.StatusSink())
 	}
 	select {
 	case <-a.Done():

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/nodekit/nodekit/podstatus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -299,10 +300,10 @@ func (l *Loop) isActive(p *v1.Pod) bool {
 // isAdmittedPodTerminal: the API or the status manager has the pod in a
 // terminal phase.
 func (l *Loop) isAdmittedPodTerminal(p *v1.Pod) bool {
-	if statusIsTerminalPhase(p.Status.Phase) {
+	if podstatus.IsTerminalPhase(p.Status.Phase) {
 		return true
 	}
-	if phase, ok := l.status.PodPhase(p.UID); ok && statusIsTerminalPhase(phase) {
+	if phase, ok := l.status.PodPhase(p.UID); ok && podstatus.IsTerminalPhase(phase) {
 		return true
 	}
 	return false

@@ -1,13 +1,15 @@
 // Package syncloop is the heart of a node agent: the sync loop that turns
-// desired pods into running ones (the kubelet's syncLoop), the pod workers
-// that drive each pod through its life, the status manager that reports
-// pod statuses, admission, housekeeping and the agent-side pod syncer.
+// desired pods into running ones (the kubelet's syncLoop), with admission,
+// housekeeping, runtime health and the pod syncer that the pod workers
+// call. The pod workers (package podworkers) and the status manager
+// (package podstatus) are its parts; Loop builds and runs both.
 //
 // # Wiring
 //
-// The package imports no other nodekit subsystem except runtime's types: the
-// caller (nodekit's Builder) converts podconfig's updates and pleg's events
-// into this package's PodUpdate and PodLifecycleEvent, field for field.
+// The package imports no pod source, no PLEG, no volume or cgroup manager:
+// it speaks kubetypes' vocabulary and declares what it needs as small
+// interfaces (RuntimeManager, PLEG, VolumeHooks, CgroupHooks, ProbeHooks),
+// which nodekit's Builder fills in.
 //
 //	loop, err := syncloop.New(syncloop.Config{
 //		Updates:       updates,          // <-chan syncloop.PodUpdate (from podconfig)

@@ -3,6 +3,7 @@ package syncloop
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -26,7 +27,7 @@ func (s hsStatus) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusR
 // the runtime going down; a real failure still warns.
 func TestRuntimeHealthShutdownNotWarned(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	e := ltNew(t, clocktesting.NewFakeClock(pstNow), func(c *Config) {
+	e := ltNew(t, clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), func(c *Config) {
 		c.RuntimeStatus = hsStatus{rt: c.RuntimeStatus}
 		c.Logger = zap.New(core)
 	})

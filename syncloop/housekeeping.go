@@ -178,7 +178,7 @@ func podRuns(p *kubetypes.Pod) bool {
 // cleanupPodDirs removes the directories of pods that are neither desired
 // nor worked on, whose content may be removed and that don't run.
 func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]podworkers.KnownPod, running map[types.UID]*kubetypes.Pod) error {
-	uids, err := l.agent.dirs.list()
+	uids, err := l.podSyncer.dirs.list()
 	if err != nil {
 		return fmt.Errorf("listing pod directories: %w", err)
 	}
@@ -193,7 +193,7 @@ func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]
 		if !l.workers.ShouldPodContentBeRemoved(uid) || l.workers.CouldHaveRunningContainers(uid) {
 			continue
 		}
-		gone, err := l.agent.dirs.remove(uid)
+		gone, err := l.podSyncer.dirs.remove(uid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("removing the directory of pod %s: %w", uid, err))
 			continue

@@ -16,8 +16,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/qos"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/podworkers"
 )
 
@@ -139,13 +141,13 @@ type Config struct {
 
 	// StatusSink receives the pod statuses; nil means a new MemorySink
 	// (see StatusSink()).
-	StatusSink StatusSink
+	StatusSink podstatus.Sink
 	// StatusGenerator turns runtime statuses into API statuses (runtime
 	// name, node IPs); the zero value is fine.
-	StatusGenerator PodStatusGenerator
+	StatusGenerator podstatus.Generator
 	// ProbeState gives the readiness and startup results for the API
 	// status; nil means no probes run.
-	ProbeState ProbeState
+	ProbeState podstatus.ProbeState
 	// ProbeResults delivers the prober's result changes; nil means none.
 	// A liveness or startup failure syncs the pod (the runtime then
 	// restarts the container); a readiness or startup change is recorded
@@ -205,11 +207,11 @@ type Loop struct {
 	log     *zap.Logger
 	metrics *loopMetrics
 
-	workers *podworkers.Workers
-	status  *StatusManager
-	sink    StatusSink
-	agent   *agent
-	admit   []AdmitHandler
+	workers   *podworkers.Workers
+	status    *podstatus.Manager
+	sink      podstatus.Sink
+	podSyncer *podSyncer
+	admit     []AdmitHandler
 
 	// podsMu guards pods (the desired pods by UID: the pod manager).
 	podsMu sync.RWMutex
@@ -296,7 +298,7 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.StatusSink == nil {
-		cfg.StatusSink = NewMemorySink()
+		cfg.StatusSink = podstatus.NewMemorySink()
 	}
 	log := cfg.Logger.Named("syncloop")
 	l := &Loop{
@@ -314,7 +316,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 	}
 	l.metrics = m
-	l.agent = &agent{
+	l.podSyncer = &podSyncer{
 		rt:          cfg.Runtime,
 		clock:       cfg.Clock,
 		log:         log.Named("agent"),
@@ -332,17 +334,17 @@ func New(cfg Config) (*Loop, error) {
 		network:     l.networkReady,
 		terminated:  cfg.PodTerminated,
 	}
-	if l.agent.volumes == nil {
-		l.agent.volumes = noopHooks{}
+	if l.podSyncer.volumes == nil {
+		l.podSyncer.volumes = noopHooks{}
 	}
-	if l.agent.cgroups == nil {
-		l.agent.cgroups = noopHooks{}
+	if l.podSyncer.cgroups == nil {
+		l.podSyncer.cgroups = noopHooks{}
 	}
-	if l.agent.probes == nil {
-		l.agent.probes = noopHooks{}
+	if l.podSyncer.probes == nil {
+		l.podSyncer.probes = noopHooks{}
 	}
 	pw, err := podworkers.New(podworkers.Config{
-		Syncer:         l.agent,
+		Syncer:         l.podSyncer,
 		Cache:          cfg.Cache,
 		ResyncInterval: cfg.ResyncInterval,
 		BackOffPeriod:  cfg.BackOffPeriod,
@@ -353,7 +355,7 @@ func New(cfg Config) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm, err := NewStatusManager(StatusConfig{
+	sm, err := podstatus.New(podstatus.Config{
 		Sink:              cfg.StatusSink,
 		Clock:             cfg.Clock,
 		Logger:            log,
@@ -363,7 +365,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, err
 	}
 	l.workers, l.status = pw, sm
-	l.agent.status = sm
+	l.podSyncer.status = sm
 	l.admit = append([]AdmitHandler{
 		&resourceFitAdmitter{allocatable: cfg.NodeAllocatable},
 		hostPortAdmitter{},
@@ -383,14 +385,14 @@ func (noopHooks) RemovePod(*v1.Pod)                                    {}
 func (noopHooks) StopLivenessAndStartup(*v1.Pod)                       {}
 
 // StatusManager returns the loop's status manager.
-func (l *Loop) StatusManager() *StatusManager { return l.status }
+func (l *Loop) StatusManager() *podstatus.Manager { return l.status }
 
 // PodWorkers returns the loop's pod workers.
 func (l *Loop) PodWorkers() *podworkers.Workers { return l.workers }
 
 // StatusSink returns the sink the statuses go to (Config.StatusSink or the
 // MemorySink made in its place).
-func (l *Loop) StatusSink() StatusSink { return l.sink }
+func (l *Loop) StatusSink() podstatus.Sink { return l.sink }
 
 // Ready is closed once the runtime was first seen up and the loop began
 // dispatching.
@@ -627,7 +629,7 @@ func (l *Loop) PodsToSync() []*v1.Pod {
 	var out []*v1.Pod
 	l.podsMu.RLock()
 	for uid, p := range l.pods {
-		if _, ok := set[uid]; ok || l.agent.pastActiveDeadline(p, now) {
+		if _, ok := set[uid]; ok || l.podSyncer.pastActiveDeadline(p, now) {
 			out = append(out, p)
 		}
 	}
@@ -695,7 +697,7 @@ func (l *Loop) rejectPod(pod *v1.Pod, r AdmitResult) {
 		Phase:    v1.PodFailed,
 		Reason:   r.Reason,
 		Message:  RejectedMessagePrefix + r.Message,
-		QOSClass: statusQOSClass(pod),
+		QOSClass: qos.Class(pod),
 	})
 }
 
@@ -766,8 +768,8 @@ func (l *Loop) needsReadinessReconcile(pod *v1.Pod) bool {
 	if !ok {
 		return false
 	}
-	_, cur := statusFindCondition(st.Conditions, v1.PodReady)
-	want := statusPodReadyCondition(pod, pod.Status.Conditions, statusAllContainerStatuses(&st), st.Phase)
+	_, cur := podstatus.FindCondition(st.Conditions, v1.PodReady)
+	want := podstatus.PodReadyCondition(pod, pod.Status.Conditions, podstatus.AllContainerStatuses(&st), st.Phase)
 	return cur == nil || cur.Status != want.Status
 }
 

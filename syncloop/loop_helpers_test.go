@@ -16,15 +16,16 @@ import (
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/podworkers"
 )
 
 // The real components satisfy the loop's consumer interfaces.
 var (
-	_ RuntimeManager      = (*kuberuntime.Manager)(nil)
-	_ RuntimeStatusGetter = (*fake.Runtime)(nil)
-	_ podworkers.PodCache = (*pleg.Cache)(nil)
-	_ ReasonSource        = RuntimeManager(nil)
+	_ RuntimeManager         = (*kuberuntime.Manager)(nil)
+	_ RuntimeStatusGetter    = (*fake.Runtime)(nil)
+	_ podworkers.PodCache    = (*pleg.Cache)(nil)
+	_ podstatus.ReasonSource = RuntimeManager(nil)
 )
 
 var ltEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -38,7 +39,7 @@ type ltEnv struct {
 	plg     *pleg.GenericPLEG
 	updates chan kubetypes.PodUpdate
 	events  chan *kubetypes.PodLifecycleEvent
-	sink    *MemorySink
+	sink    *podstatus.MemorySink
 	loop    *Loop
 	ready   atomic.Bool
 	root    string
@@ -47,7 +48,7 @@ type ltEnv struct {
 // ltNew builds the environment on clk; mod may change the loop config.
 func ltNew(t *testing.T, clk clock.WithTicker, mod func(*Config)) *ltEnv {
 	t.Helper()
-	e := &ltEnv{t: t, updates: make(chan kubetypes.PodUpdate, 16), events: make(chan *kubetypes.PodLifecycleEvent, 100), sink: NewMemorySink(), root: t.TempDir()}
+	e := &ltEnv{t: t, updates: make(chan kubetypes.PodUpdate, 16), events: make(chan *kubetypes.PodLifecycleEvent, 100), sink: podstatus.NewMemorySink(), root: t.TempDir()}
 	e.ready.Store(true)
 	rt, err := fake.New(fake.Config{Clock: clk, Images: []string{"busybox", "registry.k8s.io/pause:3.10"}})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/podworkers"
 )
 
@@ -40,7 +41,7 @@ func TestNewValidates(t *testing.T) {
 	if l.cfg.SyncPeriod != time.Second || l.cfg.HousekeepingPeriod != 2*time.Second || l.cfg.RuntimeHealthPeriod != 5*time.Second {
 		t.Fatalf("defaults: %+v", l.cfg)
 	}
-	if _, ok := l.StatusSink().(*MemorySink); !ok {
+	if _, ok := l.StatusSink().(*podstatus.MemorySink); !ok {
 		t.Fatal("default sink is not a MemorySink")
 	}
 }
@@ -415,7 +416,7 @@ func TestSyncPodWaitsForNetwork(t *testing.T) {
 		t.Fatalf("RuntimeReady %v %v %v", rt, net, err)
 	}
 	pod := ltPod("1", "web", 0)
-	_, err = e.loop.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil)
+	_, err = e.loop.podSyncer.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil)
 	var be podworkers.BackoffError
 	if !errors.As(err, &be) || !errors.Is(err, ErrNetworkNotReady) || be.BackoffUntil() != ltEpoch.Add(time.Second) {
 		t.Fatalf("SyncPod: %v", err)
@@ -424,7 +425,7 @@ func TestSyncPodWaitsForNetwork(t *testing.T) {
 		t.Fatal("sandbox created without network")
 	}
 	pod.Spec.HostNetwork = true
-	if _, err := e.loop.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
+	if _, err := e.loop.podSyncer.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
 		t.Fatalf("host network pod: %v", err)
 	}
 	if n := e.rt.CountCalls("RunPodSandbox"); n != 1 {
@@ -542,7 +543,7 @@ func TestHousekeeping(t *testing.T) {
 	// A desired pod the workers don't know (finished, same UID back) is
 	// started again; a pod that is gone is forgotten by the runtime. Pod
 	// workers that never saw pod 1 stand in for ones that forgot it.
-	fresh, err := podworkers.New(podworkers.Config{Syncer: l.agent, Cache: l.cfg.Cache, Clock: l.cfg.Clock})
+	fresh, err := podworkers.New(podworkers.Config{Syncer: l.podSyncer, Cache: l.cfg.Cache, Clock: l.cfg.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +577,7 @@ func TestRunJoins(t *testing.T) {
 		if syncs, _, _ := stub.counts(); syncs != 1 {
 			t.Fatalf("syncs %d", syncs)
 		}
-		if st, ok := l.StatusSink().(*MemorySink).Get("1"); !ok || st.Phase != v1.PodPending {
+		if st, ok := l.StatusSink().(*podstatus.MemorySink).Get("1"); !ok || st.Phase != v1.PodPending {
 			t.Fatalf("status %v %+v", ok, st)
 		}
 		cancel()

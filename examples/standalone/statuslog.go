@@ -8,7 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/podstatus"
 )
 
 // StatusLogLine is one line of the --status-log file: a pod status as the
@@ -41,16 +41,16 @@ type StatusLogContainer struct {
 }
 
 // logSink is the agent's status sink with --status-log: it keeps the
-// statuses as the default sink does (a syncloop.MemorySink) and appends a
+// statuses as the default sink does (a podstatus.MemorySink) and appends a
 // line per delivered status to w, in one write each.
 type logSink struct {
-	mem *syncloop.MemorySink
+	mem *podstatus.MemorySink
 	w   io.Writer
 	now func() time.Time
 }
 
 func newLogSink(w io.Writer) *logSink {
-	return &logSink{mem: syncloop.NewMemorySink(), w: w, now: time.Now}
+	return &logSink{mem: podstatus.NewMemorySink(), w: w, now: time.Now}
 }
 
 // SyncPodStatus records the status, then logs it. A failed write is not the

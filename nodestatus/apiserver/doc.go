@@ -23,7 +23,7 @@
 // than the one it saw. Stopping the controller leaves the lease to expire.
 //
 // PodStatusSink and MirrorClient are the pod side: pod status patches
-// (the syncloop.StatusManager hands over only the latest status per pod,
+// (the podstatus.Manager hands over only the latest status per pod,
 // also after an outage) and mirror pods for static pods.
 //
 //	sink, _ := apiserver.NewSink(apiserver.SinkConfig{Client: client, NodeName: name})

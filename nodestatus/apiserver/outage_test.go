@@ -19,7 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/nodestatus"
-	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/podstatus"
 )
 
 // errUnreachable is what a client sees while the API server is down.
@@ -230,7 +230,7 @@ func TestPodStatusOutageSendsLatestOnly(t *testing.T) {
 	sink, client := newPodSink(t, pods...)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	o := newOutage(client, clk)
-	m, err := syncloop.NewStatusManager(syncloop.StatusConfig{Sink: sink, Clock: clk})
+	m, err := podstatus.New(podstatus.Config{Sink: sink, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +254,11 @@ func TestPodStatusOutageSendsLatestOnly(t *testing.T) {
 			m.SetPodStatus(p, status(i))
 		}
 		clk.Step(time.Second)
-		if err := m.SyncOnce(ctx); !errors.Is(err, syncloop.ErrStatusSink) {
+		if err := m.SyncOnce(ctx); !errors.Is(err, podstatus.ErrSink) {
 			t.Fatalf("sync %d during the outage: %v", i, err)
 		}
 	}
-	if err := m.ResyncAll(ctx); !errors.Is(err, syncloop.ErrStatusSink) {
+	if err := m.ResyncAll(ctx); !errors.Is(err, podstatus.ErrSink) {
 		t.Fatalf("resync during the outage: %v", err)
 	}
 	if n := len(o.failed("patch", "pods")); n != 0 {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/podstatus"
 )
 
 // PodStatusSinkConfig configures a PodStatusSink.
@@ -34,7 +34,7 @@ type PodStatusSinkConfig struct {
 // DefaultMaxCachedStatuses is the default PodStatusSinkConfig.MaxCachedStatuses.
 const DefaultMaxCachedStatuses = 4096
 
-// PodStatusSink is the syncloop.StatusSink (and StatusPodDeleter) of a
+// PodStatusSink is the podstatus.Sink (and StatusPodDeleter) of a
 // Kubernetes API server: it patches the status subresource of the pod with
 // a strategic merge patch that carries the pod's UID as a precondition,
 // reports a static pod's status on its mirror pod, and deletes finished
@@ -52,8 +52,8 @@ type PodStatusSink struct {
 }
 
 var (
-	_ syncloop.StatusSink       = (*PodStatusSink)(nil)
-	_ syncloop.StatusPodDeleter = (*PodStatusSink)(nil)
+	_ podstatus.Sink       = (*PodStatusSink)(nil)
+	_ podstatus.PodDeleter = (*PodStatusSink)(nil)
 )
 
 // NewPodStatusSink validates cfg. It does no I/O.
@@ -85,7 +85,7 @@ func isMirrorOf(mirror, static *v1.Pod) bool {
 
 func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
-// SyncPodStatus implements syncloop.StatusSink. A pod that no longer exists
+// SyncPodStatus implements podstatus.Sink. A pod that no longer exists
 // in the API server (or exists with another UID) is skipped without error.
 // A static pod without a current mirror pod fails with ErrNoMirrorPod, so
 // the StatusManager offers its status again later.
@@ -210,7 +210,7 @@ func (s *PodStatusSink) forget(uid types.UID) {
 	s.mu.Unlock()
 }
 
-// DeletePod implements syncloop.StatusPodDeleter: it deletes the pod with
+// DeletePod implements podstatus.PodDeleter: it deletes the pod with
 // grace period 0 and its UID as a precondition. Mirror pods and static pods
 // are never deleted this way; a pod already gone (or replaced) is no error.
 func (s *PodStatusSink) DeletePod(ctx context.Context, pod *v1.Pod) error {

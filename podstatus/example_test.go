@@ -1,4 +1,4 @@
-package syncloop_test
+package podstatus_test
 
 import (
 	"context"
@@ -11,13 +11,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/podstatus"
 )
 
 // Generate the API status of a pod whose init container has completed and
-// whose app container runs, then deliver it through a StatusManager to an
+// whose app container runs, then deliver it through a Manager to an
 // in-memory sink.
-func ExampleGeneratePodStatus() {
+func ExampleGenerate() {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
@@ -39,7 +39,7 @@ func ExampleGeneratePodStatus() {
 		},
 	}
 
-	status := syncloop.GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, now)
+	status := podstatus.Generate(pod, rs, v1.PodStatus{}, nil, nil, now)
 	fmt.Println("phase:", status.Phase, "ip:", status.PodIP, "qos:", status.QOSClass)
 	for _, c := range status.Conditions {
 		fmt.Printf("%s=%s\n", c.Type, c.Status)
@@ -47,8 +47,8 @@ func ExampleGeneratePodStatus() {
 	app := status.ContainerStatuses[0]
 	fmt.Println(app.Name, app.ContainerID, "ready:", app.Ready)
 
-	sink := syncloop.NewMemorySink()
-	m, err := syncloop.NewStatusManager(syncloop.StatusConfig{Sink: sink, Clock: clocktesting.NewFakeClock(now)})
+	sink := podstatus.NewMemorySink()
+	m, err := podstatus.New(podstatus.Config{Sink: sink, Clock: clocktesting.NewFakeClock(now)})
 	if err != nil {
 		fmt.Println(err)
 		return

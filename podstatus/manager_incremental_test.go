@@ -1,4 +1,4 @@
-package syncloop
+package podstatus
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // stManyPods caches a running status for n pods and syncs them once.
-func stManyPods(t testing.TB, m *StatusManager, n int) []*v1.Pod {
+func stManyPods(t testing.TB, m *Manager, n int) []*v1.Pod {
 	t.Helper()
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
@@ -71,7 +71,7 @@ func (a *stCountingActivity) CouldHaveRunningContainers(types.UID) bool { a.aske
 // SyncOnce's work grows with the changed pods, not with all pods.
 func TestStatusSyncOnceLooksOnlyAtChanged(t *testing.T) {
 	act := &stCountingActivity{}
-	m, err := NewStatusManager(StatusConfig{Sink: &stFlakySink{}, ContainerActivity: act})
+	m, err := New(Config{Sink: &stFlakySink{}, ContainerActivity: act})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestStatusPodPhase(t *testing.T) {
 
 func BenchmarkStatusSyncOnceUnchanged(b *testing.B) {
 	b.ReportAllocs()
-	m, err := NewStatusManager(StatusConfig{Sink: &stFlakySink{}})
+	m, err := New(Config{Sink: &stFlakySink{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/podworkers"
 )
 
@@ -22,15 +23,15 @@ const (
 	deadlineExceededMessage = "Pod was active on the node longer than the specified deadline"
 )
 
-// agent is the PodSyncer of the loop: it runs pods through the runtime and
+// podSyncer is the PodSyncer of the loop: it runs pods through the runtime and
 // the pod hooks and reports their statuses to the status manager.
-type agent struct {
+type podSyncer struct {
 	rt          RuntimeManager
-	status      *StatusManager
+	status      *podstatus.Manager
 	clock       clock.Clock
 	log         *zap.Logger
-	gen         PodStatusGenerator
-	probeState  ProbeState
+	gen         podstatus.Generator
+	probeState  podstatus.ProbeState
 	volumes     VolumeHooks
 	cgroups     CgroupHooks
 	probes      ProbeHooks
@@ -44,7 +45,7 @@ type agent struct {
 	terminated  []func(ctx context.Context, pod *v1.Pod) error
 }
 
-var _ podworkers.PodSyncer = (*agent)(nil)
+var _ podworkers.PodSyncer = (*podSyncer)(nil)
 
 // retryError is an error that asks to be retried at a given time (a
 // BackoffError).
@@ -60,7 +61,7 @@ func (e *retryError) BackoffUntil() time.Time { return e.until }
 // generate computes the pod's API status from rs, starting from the status
 // manager's (or the API's) status; a terminal phase already recorded is kept
 // with its reason and message.
-func (a *agent) generate(pod *v1.Pod, rs *kubetypes.PodStatus, terminal bool) v1.PodStatus {
+func (a *podSyncer) generate(pod *v1.Pod, rs *kubetypes.PodStatus, terminal bool) v1.PodStatus {
 	old, ok := a.status.GetPodStatus(pod.UID)
 	if !ok {
 		old = pod.Status
@@ -72,7 +73,7 @@ func (a *agent) generate(pod *v1.Pod, rs *kubetypes.PodStatus, terminal bool) v1
 	} else {
 		st = a.gen.Generate(pod, rs, old, a.rt, a.probeState, now)
 	}
-	if statusIsTerminalPhase(old.Phase) && st.Phase != old.Phase {
+	if podstatus.IsTerminalPhase(old.Phase) && st.Phase != old.Phase {
 		st.Phase, st.Reason, st.Message = old.Phase, old.Reason, old.Message
 	}
 	return st
@@ -80,7 +81,7 @@ func (a *agent) generate(pod *v1.Pod, rs *kubetypes.PodStatus, terminal bool) v1
 
 // pastActiveDeadline: the pod has an activeDeadlineSeconds and has been
 // running (since its StartTime) at least that long.
-func (a *agent) pastActiveDeadline(pod *v1.Pod, now time.Time) bool {
+func (a *podSyncer) pastActiveDeadline(pod *v1.Pod, now time.Time) bool {
 	if pod.Spec.ActiveDeadlineSeconds == nil {
 		return false
 	}
@@ -100,7 +101,7 @@ func (a *agent) pastActiveDeadline(pod *v1.Pod, now time.Time) bool {
 // then tells the pod worker that the runtime reflects the sync from now on.
 // The time is taken after the release, so that a relist that left the pod
 // out began before it: its cache time cannot serve the next sync.
-func (a *agent) changing(ctx context.Context, uid types.UID, change func()) {
+func (a *podSyncer) changing(ctx context.Context, uid types.UID, change func()) {
 	held := a.hold != nil && a.release != nil
 	if held {
 		a.hold(uid)
@@ -119,7 +120,7 @@ func (a *agent) changing(ctx context.Context, uid types.UID, change func()) {
 // the pod from it without reading it again. Without a PLEG to hand it to,
 // or if the read fails, it asks for the pod to be relisted. After a sync
 // (res not nil), a runtime that can reads only what rs and res name.
-func (a *agent) readChanged(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus, res *kubetypes.SyncResult) (*kubetypes.PodStatus, error) {
+func (a *podSyncer) readChanged(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus, res *kubetypes.SyncResult) (*kubetypes.PodStatus, error) {
 	readAt := a.clock.Now()
 	var fresh *kubetypes.PodStatus
 	var err error
@@ -140,7 +141,7 @@ func (a *agent) readChanged(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodS
 	return fresh, nil
 }
 
-func (a *agent) requestRelist(uid types.UID) {
+func (a *podSyncer) requestRelist(uid types.UID) {
 	if a.relist != nil {
 		a.relist(uid)
 	}
@@ -151,14 +152,14 @@ func (a *agent) requestRelist(uid types.UID) {
 // deadline, which makes it Failed) is not set up: isTerminal is true.
 // A pod that needs the pod network waits (a BackoffError of about 1s) while
 // the network is not ready.
-func (a *agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1.Pod, rs *kubetypes.PodStatus) (bool, error) {
+func (a *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1.Pod, rs *kubetypes.PodStatus) (bool, error) {
 	log := a.log.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)))
 	st := a.generate(pod, rs, false)
-	if !statusIsTerminalPhase(st.Phase) && a.pastActiveDeadline(pod, a.clock.Now()) {
+	if !podstatus.IsTerminalPhase(st.Phase) && a.pastActiveDeadline(pod, a.clock.Now()) {
 		st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, deadlineExceededMessage
 	}
 	a.status.SetPodStatus(pod, st)
-	if statusIsTerminalPhase(st.Phase) {
+	if podstatus.IsTerminalPhase(st.Phase) {
 		return true, nil
 	}
 	if !pod.Spec.HostNetwork {
@@ -215,7 +216,7 @@ func (a *agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1
 	}
 	st = a.generate(pod, fresh, false)
 	a.status.SetPodStatus(pod, st)
-	if statusIsTerminalPhase(st.Phase) {
+	if podstatus.IsTerminalPhase(st.Phase) {
 		return true, nil
 	}
 	return false, syncErr
@@ -224,7 +225,7 @@ func (a *agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1
 // SyncTerminatingPod stops the pod's liveness and startup probes, kills its
 // containers and sandboxes within gracePeriod, checks that nothing of it
 // runs any more, and records the status (amended by podStatusFn).
-func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus, gracePeriod *int64, podStatusFn func(*v1.PodStatus)) error {
+func (a *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus, gracePeriod *int64, podStatusFn func(*v1.PodStatus)) error {
 	a.probes.StopLivenessAndStartup(pod)
 	st := a.generate(pod, rs, true)
 	if podStatusFn != nil {
@@ -267,7 +268,7 @@ func (a *agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *kubetyp
 
 // SyncTerminatingRuntimePod kills a pod only the runtime knows, with a
 // grace of 1s (as the kubelet does for orphans).
-func (a *agent) SyncTerminatingRuntimePod(ctx context.Context, rp *kubetypes.Pod) error {
+func (a *podSyncer) SyncTerminatingRuntimePod(ctx context.Context, rp *kubetypes.Pod) error {
 	one := int64(1)
 	var err error
 	a.changing(ctx, rp.ID, func() { err = a.rt.KillPod(ctx, nil, rp, &one) })
@@ -280,7 +281,7 @@ func (a *agent) SyncTerminatingRuntimePod(ctx context.Context, rp *kubetypes.Pod
 
 // SyncTerminatedPod records the stopped pod's status, waits for its
 // volumes to be unmounted, removes its cgroup and marks its status final.
-func (a *agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus) error {
+func (a *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *kubetypes.PodStatus) error {
 	a.status.SetPodStatus(pod, a.generate(pod, rs, true))
 	if err := a.volumes.WaitForUnmount(ctx, pod); err != nil {
 		return fmt.Errorf("%w: unmounting volumes of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)

@@ -1,13 +1,12 @@
-package syncloop
+package podstatus
 
 import (
-	"github.com/nodekit/nodekit/internal/qos"
-	"github.com/nodekit/nodekit/kubetypes"
-
 	"net/netip"
 	"sort"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/qos"
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,9 +37,9 @@ type ProbeState interface {
 // DefaultRuntimeName is the ContainerID prefix used when none is configured.
 const DefaultRuntimeName = "containerd"
 
-// PodStatusGenerator turns the runtime's view of a pod into its API status
+// Generator turns the runtime's view of a pod into its API status
 // (the kubelet's generateAPIPodStatus). The zero value is ready to use.
-type PodStatusGenerator struct {
+type Generator struct {
 	// RuntimeName prefixes container IDs: "<RuntimeName>://<id>".
 	// Empty means DefaultRuntimeName.
 	RuntimeName string
@@ -50,11 +49,11 @@ type PodStatusGenerator struct {
 	NodeIPs []string
 }
 
-// GeneratePodStatus is PodStatusGenerator{}.Generate: the API status of pod
+// Generate is Generator{}.Generate: the API status of pod
 // from its runtime status rs, with container IDs prefixed "containerd://"
-// and no host IPs. See PodStatusGenerator.Generate.
-func GeneratePodStatus(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
-	return PodStatusGenerator{}.Generate(pod, rs, old, reasons, probes, now)
+// and no host IPs. See Generator.Generate.
+func Generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
+	return Generator{}.Generate(pod, rs, old, reasons, probes, now)
 }
 
 // Generate computes the API status of pod from its runtime status rs.
@@ -68,7 +67,7 @@ func GeneratePodStatus(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, r
 // function is pure: it reads its arguments and modifies none of them.
 //
 // A nil pod yields a copy of old; a nil rs is a pod with nothing in the runtime.
-func (g PodStatusGenerator) Generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
+func (g Generator) Generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
 	return g.generate(pod, rs, old, reasons, probes, now, false)
 }
 
@@ -76,11 +75,11 @@ func (g PodStatusGenerator) Generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v
 // restarted any more (it is being or has been terminated): once every
 // container has stopped, the phase is Succeeded or Failed whatever the
 // restart policy (except for static pods, as in the kubelet).
-func (g PodStatusGenerator) GenerateTerminal(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
+func (g Generator) GenerateTerminal(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time) v1.PodStatus {
 	return g.generate(pod, rs, old, reasons, probes, now, true)
 }
 
-func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time, podIsTerminal bool) v1.PodStatus {
+func (g Generator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStatus, reasons ReasonSource, probes ProbeState, now time.Time, podIsTerminal bool) v1.PodStatus {
 	if pod == nil {
 		return *old.DeepCopy()
 	}
@@ -91,21 +90,21 @@ func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v
 	if runtimeName == "" {
 		runtimeName = DefaultRuntimeName
 	}
-	nodeIPs := statusParseIPs(g.NodeIPs)
+	nodeIPs := parseIPs(g.NodeIPs)
 
 	var s v1.PodStatus
 	s.ObservedGeneration = pod.Generation
 
 	// Pod IPs: one per family, the node's family first.
-	for _, ip := range statusSortPodIPs(rs.IPs, nodeIPs) {
+	for _, ip := range sortPodIPs(rs.IPs, nodeIPs) {
 		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
 	}
 	if len(s.PodIPs) > 0 {
 		s.PodIP = s.PodIPs[0].IP
 	}
-	s.QOSClass = statusQOSClass(pod)
+	s.QOSClass = qosClass(pod)
 
-	conv := statusConverter{pod: pod, rs: rs, reasons: reasons, runtimeName: runtimeName, hasInit: len(pod.Spec.InitContainers) > 0}
+	conv := converter{pod: pod, rs: rs, reasons: reasons, runtimeName: runtimeName, hasInit: len(pod.Spec.InitContainers) > 0}
 	s.ContainerStatuses = conv.convert(old.ContainerStatuses, pod.Spec.Containers, false)
 	s.InitContainerStatuses = conv.convert(old.InitContainerStatuses, pod.Spec.InitContainers, true)
 	if len(pod.Spec.EphemeralContainers) > 0 {
@@ -115,18 +114,18 @@ func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v
 		}
 		s.EphemeralContainerStatuses = conv.convert(old.EphemeralContainerStatuses, eph, false)
 	}
-	statusApplyProbes(pod, &s, probes)
+	applyProbes(pod, &s, probes)
 
 	// Phase, then the three-way merge with the previous and the API status:
 	// a terminal phase is never left.
 	all := make([]v1.ContainerStatus, 0, len(s.InitContainerStatuses)+len(s.ContainerStatuses))
 	all = append(append(all, s.InitContainerStatuses...), s.ContainerStatuses...)
-	s.Phase = statusPhase(pod, all, podIsTerminal, statusActiveRegularContainerStarted(pod, rs))
-	if !statusIsTerminalPhase(s.Phase) {
+	s.Phase = computePhase(pod, all, podIsTerminal, activeRegularContainerStarted(pod, rs))
+	if !IsTerminalPhase(s.Phase) {
 		switch {
-		case statusIsTerminalPhase(old.Phase):
+		case IsTerminalPhase(old.Phase):
 			s.Phase = old.Phase
-		case statusIsTerminalPhase(pod.Status.Phase):
+		case IsTerminalPhase(pod.Status.Phase):
 			s.Phase = pod.Status.Phase
 		}
 	}
@@ -139,7 +138,7 @@ func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v
 			s.Message = pod.Status.Message
 		}
 	}
-	if statusIsTerminalPhase(pod.Status.Phase) && s.Phase != pod.Status.Phase {
+	if IsTerminalPhase(pod.Status.Phase) && s.Phase != pod.Status.Phase {
 		s.Phase = pod.Status.Phase
 	}
 
@@ -147,24 +146,24 @@ func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v
 	// DisruptionTarget from the previous status, then the agent's own.
 	s.Conditions = make([]v1.PodCondition, 0, len(pod.Status.Conditions)+5)
 	for _, c := range pod.Status.Conditions {
-		if !statusConditionOwnedByAgent(c.Type) {
+		if !conditionOwnedByAgent(c.Type) {
 			s.Conditions = append(s.Conditions, *c.DeepCopy())
 		}
 	}
-	if _, dt := statusFindCondition(old.Conditions, v1.DisruptionTarget); dt != nil {
-		s.Conditions = statusReplaceOrAppendCondition(s.Conditions, *dt.DeepCopy())
+	if _, dt := FindCondition(old.Conditions, v1.DisruptionTarget); dt != nil {
+		s.Conditions = replaceOrAppendCondition(s.Conditions, *dt.DeepCopy())
 	}
 	all = append(append(all[:0], s.InitContainerStatuses...), s.ContainerStatuses...)
-	s.Conditions = append(s.Conditions, statusReadyToStartContainersCondition(pod, rs))
-	s.Conditions = append(s.Conditions, statusInitializedCondition(pod, all, s.Phase))
-	s.Conditions = append(s.Conditions, statusPodReadyCondition(pod, s.Conditions, all, s.Phase))
-	s.Conditions = append(s.Conditions, statusContainersReadyCondition(pod, all, s.Phase))
+	s.Conditions = append(s.Conditions, readyToStartContainersCondition(pod, rs))
+	s.Conditions = append(s.Conditions, initializedCondition(pod, all, s.Phase))
+	s.Conditions = append(s.Conditions, PodReadyCondition(pod, s.Conditions, all, s.Phase))
+	s.Conditions = append(s.Conditions, containersReadyCondition(pod, all, s.Phase))
 	s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodScheduled, ObservedGeneration: pod.Generation, Status: v1.ConditionTrue})
-	statusSetTransitionTimes(&s, &old, now)
+	setTransitionTimes(&s, &old, now)
 
 	// Host IPs; host-network pods share them as pod IPs.
 	if len(nodeIPs) > 0 {
-		host := statusSortPodIPs(g.NodeIPs, nodeIPs)
+		host := sortPodIPs(g.NodeIPs, nodeIPs)
 		s.HostIP = host[0]
 		for _, ip := range host {
 			s.HostIPs = append(s.HostIPs, v1.HostIP{IP: ip})
@@ -175,7 +174,7 @@ func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v
 				s.PodIPs = []v1.PodIP{{IP: host[0]}}
 			}
 			if len(host) == 2 && len(s.PodIPs) == 1 && s.PodIPs[0].IP != host[1] {
-				if a, err := netip.ParseAddr(s.PodIPs[0].IP); err == nil && a.Is4() != statusIs4(host[1]) {
+				if a, err := netip.ParseAddr(s.PodIPs[0].IP); err == nil && a.Is4() != isIPv4(host[1]) {
 					s.PodIPs = append(s.PodIPs, v1.PodIP{IP: host[1]})
 				}
 			}
@@ -196,8 +195,8 @@ func (g PodStatusGenerator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v
 	return s
 }
 
-// statusParseIPs parses the valid addresses of list, in order.
-func statusParseIPs(list []string) []netip.Addr {
+// parseIPs parses the valid addresses of list, in order.
+func parseIPs(list []string) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range list {
 		if a, err := netip.ParseAddr(s); err == nil {
@@ -207,17 +206,17 @@ func statusParseIPs(list []string) []netip.Addr {
 	return out
 }
 
-func statusIs4(s string) bool {
+func isIPv4(s string) bool {
 	a, err := netip.ParseAddr(s)
 	return err == nil && a.Unmap().Is4()
 }
 
-// statusSortPodIPs picks from ips the first address of the preferred family
+// sortPodIPs picks from ips the first address of the preferred family
 // (the family of the first node IP, IPv4 when there is none) and then the
 // first of the other family, re-formatted in canonical form.
-func statusSortPodIPs(ips []string, nodeIPs []netip.Addr) []string {
+func sortPodIPs(ips []string, nodeIPs []netip.Addr) []string {
 	primary4 := len(nodeIPs) == 0 || nodeIPs[0].Is4()
-	addrs := statusParseIPs(ips)
+	addrs := parseIPs(ips)
 	out := make([]string, 0, 2)
 	for _, want4 := range []bool{primary4, !primary4} {
 		for _, a := range addrs {
@@ -230,9 +229,9 @@ func statusSortPodIPs(ips []string, nodeIPs []netip.Addr) []string {
 	return out
 }
 
-// statusConverter turns the runtime statuses of one kind of container
+// converter turns the runtime statuses of one kind of container
 // (regular, init or ephemeral) into API container statuses.
-type statusConverter struct {
+type converter struct {
 	pod         *v1.Pod
 	rs          *kubetypes.PodStatus
 	reasons     ReasonSource
@@ -240,7 +239,7 @@ type statusConverter struct {
 	hasInit     bool
 }
 
-func (c *statusConverter) containerID(id string) string {
+func (c *converter) containerID(id string) string {
 	if id == "" {
 		return ""
 	}
@@ -248,7 +247,7 @@ func (c *statusConverter) containerID(id string) string {
 }
 
 // instance converts one runtime container instance.
-func (c *statusConverter) instance(cs *kubetypes.ContainerStatus, old *v1.ContainerStatus, specImage string) v1.ContainerStatus {
+func (c *converter) instance(cs *kubetypes.ContainerStatus, old *v1.ContainerStatus, specImage string) v1.ContainerStatus {
 	cid := c.containerID(cs.ID)
 	st := v1.ContainerStatus{
 		Name:         cs.Name,
@@ -277,7 +276,7 @@ func (c *statusConverter) instance(cs *kubetypes.ContainerStatus, old *v1.Contai
 	}
 	switch {
 	case cs.State == kubetypes.ContainerStateRunning:
-		st.State.Running = &v1.ContainerStateRunning{StartedAt: statusTime(cs.StartedAt)}
+		st.State.Running = &v1.ContainerStateRunning{StartedAt: metaTime(cs.StartedAt)}
 		// A started instance stays started (until the probes say otherwise).
 		if old != nil && old.ContainerID == cid && old.Started != nil {
 			v := *old.Started
@@ -290,15 +289,15 @@ func (c *statusConverter) instance(cs *kubetypes.ContainerStatus, old *v1.Contai
 			ExitCode:    cs.ExitCode,
 			Reason:      cs.Reason,
 			Message:     cs.Message,
-			StartedAt:   statusTime(cs.StartedAt),
-			FinishedAt:  statusTime(cs.FinishedAt),
+			StartedAt:   metaTime(cs.StartedAt),
+			FinishedAt:  metaTime(cs.FinishedAt),
 			ContainerID: cid,
 		}
 	case cs.State == kubetypes.ContainerStateUnknown && old != nil && old.State.Running != nil:
 		// It ran and the runtime can no longer tell: it ended, we don't know how.
 		st.State.Terminated = &v1.ContainerStateTerminated{
 			Reason:   ReasonContainerStatusUnknown,
-			Message:  statusTerminatedUnknownMessage,
+			Message:  terminatedUnknownMessage,
 			ExitCode: 137,
 		}
 		st.RestartCount = old.RestartCount + 1
@@ -308,7 +307,7 @@ func (c *statusConverter) instance(cs *kubetypes.ContainerStatus, old *v1.Contai
 	return st
 }
 
-func statusTime(t time.Time) metav1.Time {
+func metaTime(t time.Time) metav1.Time {
 	if t.IsZero() {
 		return metav1.Time{}
 	}
@@ -317,7 +316,7 @@ func statusTime(t time.Time) metav1.Time {
 
 // convert is the kubelet's convertToAPIContainerStatuses for one list of
 // containers: previous statuses are the previous API statuses of the same kind.
-func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1.Container, isInit bool) []v1.ContainerStatus {
+func (c *converter) convert(previous []v1.ContainerStatus, containers []v1.Container, isInit bool) []v1.ContainerStatus {
 	if len(containers) == 0 {
 		return nil
 	}
@@ -361,7 +360,7 @@ func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1
 		}
 		st.LastTerminationState.Terminated = &v1.ContainerStateTerminated{
 			Reason:   ReasonContainerStatusUnknown,
-			Message:  statusVanishedMessage,
+			Message:  vanishedMessage,
 			ExitCode: 137,
 		}
 		if c.pod.DeletionTimestamp == nil {
@@ -408,7 +407,7 @@ func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1
 			}
 			// An init container the runtime forgot, in a pod whose regular
 			// containers exist, must have completed.
-			if latest == nil && !statusIsSidecar(ct) && st.State.Waiting != nil && statusAnyRegularContainerCreated(c.pod, c.rs) {
+			if latest == nil && !isSidecar(ct) && st.State.Waiting != nil && anyRegularContainerCreated(c.pod, c.rs) {
 				st.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 					Reason:   "Completed",
 					Message:  "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally",
@@ -417,7 +416,7 @@ func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1
 				continue
 			}
 		}
-		if !statusShouldRestart(ct, c.pod, latest) {
+		if !shouldRestart(ct, c.pod, latest) {
 			continue
 		}
 		if c.reasons == nil {
@@ -447,9 +446,9 @@ func (c *statusConverter) convert(previous []v1.ContainerStatus, containers []v1
 	return out
 }
 
-// statusAnyRegularContainerCreated reports whether the runtime holds an
+// anyRegularContainerCreated reports whether the runtime holds an
 // instance (created, running or exited) of a regular container.
-func statusAnyRegularContainerCreated(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
+func anyRegularContainerCreated(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
 	for i := range pod.Spec.Containers {
 		cs := rs.FindContainerStatusByName(pod.Spec.Containers[i].Name)
 		if cs == nil {
@@ -463,11 +462,11 @@ func statusAnyRegularContainerCreated(pod *v1.Pod, rs *kubetypes.PodStatus) bool
 	return false
 }
 
-// statusActiveRegularContainerStarted reports whether a regular container
+// activeRegularContainerStarted reports whether a regular container
 // exists in the pod's current sandbox, which proves the init containers
 // have completed in it. Containers created before the newest sandbox belong
 // to an earlier sandbox and do not count.
-func statusActiveRegularContainerStarted(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
+func activeRegularContainerStarted(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
 	var since int64
 	if len(rs.SandboxStatuses) > 0 && rs.SandboxStatuses[0] != nil {
 		since = rs.SandboxStatuses[0].GetCreatedAt()
@@ -485,9 +484,9 @@ func statusActiveRegularContainerStarted(pod *v1.Pod, rs *kubetypes.PodStatus) b
 	return false
 }
 
-// statusShouldRestart reports whether the agent will (re)start a container
+// shouldRestart reports whether the agent will (re)start a container
 // whose newest instance is latest (nil: never created, or removed).
-func statusShouldRestart(c *v1.Container, pod *v1.Pod, latest *kubetypes.ContainerStatus) bool {
+func shouldRestart(c *v1.Container, pod *v1.Pod, latest *kubetypes.ContainerStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -500,12 +499,12 @@ func statusShouldRestart(c *v1.Container, pod *v1.Pod, latest *kubetypes.Contain
 	case kubetypes.ContainerStateUnknown, kubetypes.ContainerStateCreated:
 		return true
 	}
-	return statusContainerShouldRestart(c, &pod.Spec, latest.ExitCode)
+	return containerShouldRestart(c, &pod.Spec, latest.ExitCode)
 }
 
-// statusContainerShouldRestart applies the container's restart rules, then
+// containerShouldRestart applies the container's restart rules, then
 // its own restart policy, then the pod's, to an exit code.
-func statusContainerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
+func containerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
 	if c.RestartPolicy != nil {
 		for _, rule := range c.RestartPolicyRules {
 			if rule.ExitCodes == nil {
@@ -545,9 +544,9 @@ func statusContainerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode in
 	return true
 }
 
-// statusApplyProbes sets Started and Ready on every container status (the
+// applyProbes sets Started and Ready on every container status (the
 // kubelet prober manager's UpdatePodStatus).
-func statusApplyProbes(pod *v1.Pod, s *v1.PodStatus, probes ProbeState) {
+func applyProbes(pod *v1.Pod, s *v1.PodStatus, probes ProbeState) {
 	specOf := func(list []v1.Container, name string) *v1.Container {
 		for i := range list {
 			if list[i].Name == name {
@@ -595,7 +594,7 @@ func statusApplyProbes(pod *v1.Pod, s *v1.PodStatus, probes ProbeState) {
 		spec := specOf(pod.Spec.InitContainers, st.Name)
 		v := started(spec, st)
 		st.Started = &v
-		if !statusIsSidecar(spec) {
+		if !isSidecar(spec) {
 			st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
 			continue
 		}
@@ -603,19 +602,19 @@ func statusApplyProbes(pod *v1.Pod, s *v1.PodStatus, probes ProbeState) {
 	}
 }
 
-// statusPhase computes the pod phase from its container statuses (init and
+// computePhase computes the pod phase from its container statuses (init and
 // regular together) as the kubelet's getPhase does, container restart rules
 // included. podIsTerminal: no container will be restarted any more.
 // podHasInitialized: a regular container exists in the current sandbox.
-func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasInitialized bool) v1.PodPhase {
+func computePhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasInitialized bool) v1.PodPhase {
 	spec := &pod.Spec
 	pendingSidecars, pendingInit, failedInitNotRestartable := 0, 0, 0
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
-		if statusIsSidecar(c) {
+		if isSidecar(c) {
 			continue
 		}
-		st, ok := statusFindContainerStatus(info, c.Name)
+		st, ok := findContainerStatus(info, c.Name)
 		if !ok {
 			pendingInit++
 			continue
@@ -624,12 +623,12 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 		case st.State.Running != nil:
 			pendingInit++
 		case st.State.Terminated != nil:
-			if code := st.State.Terminated.ExitCode; code != 0 && !statusContainerShouldRestart(c, spec, code) {
+			if code := st.State.Terminated.ExitCode; code != 0 && !containerShouldRestart(c, spec, code) {
 				failedInitNotRestartable++
 			}
 		case st.State.Waiting != nil:
 			if last := st.LastTerminationState.Terminated; last != nil {
-				if last.ExitCode != 0 && !statusContainerShouldRestart(c, spec, last.ExitCode) {
+				if last.ExitCode != 0 && !containerShouldRestart(c, spec, last.ExitCode) {
 					failedInitNotRestartable++
 				}
 			} else {
@@ -643,10 +642,10 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 	unknown, running, waiting, stopped, stoppedNotRestartable, succeeded := 0, 0, 0, 0, 0, 0
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
-		if !statusIsSidecar(c) {
+		if !isSidecar(c) {
 			continue
 		}
-		st, ok := statusFindContainerStatus(info, c.Name)
+		st, ok := findContainerStatus(info, c.Name)
 		if !ok {
 			unknown++
 			continue
@@ -671,7 +670,7 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 	}
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
-		st, ok := statusFindContainerStatus(info, c.Name)
+		st, ok := findContainerStatus(info, c.Name)
 		if !ok {
 			unknown++
 			continue
@@ -682,7 +681,7 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 		case st.State.Terminated != nil:
 			stopped++
 			code := st.State.Terminated.ExitCode
-			if !statusContainerShouldRestart(c, spec, code) {
+			if !containerShouldRestart(c, spec, code) {
 				stoppedNotRestartable++
 			}
 			if code == 0 {
@@ -691,7 +690,7 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 		case st.State.Waiting != nil:
 			if last := st.LastTerminationState.Terminated; last != nil {
 				stopped++
-				if !statusContainerShouldRestart(c, spec, last.ExitCode) {
+				if !containerShouldRestart(c, spec, last.ExitCode) {
 					stoppedNotRestartable++
 				}
 			} else {
@@ -729,7 +728,5 @@ func statusPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIn
 	}
 }
 
-const ()
-
-// statusQOSClass is the pod's QoS class for its status (internal/qos).
-func statusQOSClass(pod *v1.Pod) v1.PodQOSClass { return qos.Class(pod) }
+// qosClass is the pod's QoS class for its status (internal/qos).
+func qosClass(pod *v1.Pod) v1.PodQOSClass { return qos.Class(pod) }

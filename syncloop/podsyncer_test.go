@@ -60,13 +60,13 @@ func ltEqual(a, b []string) bool {
 	return true
 }
 
-func TestAgentLifecycleHooks(t *testing.T) {
+func TestPodSyncerLifecycleHooks(t *testing.T) {
 	h := &ltHooks{}
 	l, stub, _ := ltStubLoop(t, clocktesting.NewFakeClock(ltEpoch), func(c *Config) {
 		c.Volumes, c.Cgroups, c.Probes = h, h, h
 		c.Root = t.TempDir()
 	})
-	a, pod := l.agent, ltPod("1", "web", 0)
+	a, pod := l.podSyncer, ltPod("1", "web", 0)
 	ctx := t.Context()
 	if term, err := a.SyncPod(ctx, podworkers.SyncPodCreate, pod, nil, nil); term || err != nil {
 		t.Fatalf("SyncPod: %v %v", term, err)
@@ -123,7 +123,7 @@ func TestAgentLifecycleHooks(t *testing.T) {
 
 // A pod past its activeDeadlineSeconds becomes Failed/DeadlineExceeded
 // and terminal without being synced.
-func TestAgentActiveDeadline(t *testing.T) {
+func TestPodSyncerActiveDeadline(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	l, stub, _ := ltStubLoop(t, clk, nil)
 	pod := ltPod("1", "web", 0)
@@ -131,11 +131,11 @@ func TestAgentActiveDeadline(t *testing.T) {
 	pod.Spec.ActiveDeadlineSeconds = &d
 	start := metav1.NewTime(ltEpoch)
 	pod.Status.StartTime = &start
-	if term, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); term || err != nil {
+	if term, err := l.podSyncer.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); term || err != nil {
 		t.Fatalf("before the deadline: %v %v", term, err)
 	}
 	clk.Step(10 * time.Second)
-	if term, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodSync, pod, nil, nil); !term || err != nil {
+	if term, err := l.podSyncer.SyncPod(t.Context(), podworkers.SyncPodSync, pod, nil, nil); !term || err != nil {
 		t.Fatalf("past the deadline: %v %v", term, err)
 	}
 	st, _ := l.StatusManager().GetPodStatus("1")
@@ -150,7 +150,7 @@ func TestAgentActiveDeadline(t *testing.T) {
 // After a sync that changed the pod, the agent reads its status once and
 // hands that read (stamped with when it began) to the PLEG instead of
 // asking it to read the pod again; without ObservePodStatus it asks.
-func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
+func TestPodSyncerHandsPostSyncReadToPLEG(t *testing.T) {
 	var mu sync.Mutex
 	var observed []*kubetypes.PodStatus
 	var relists, order []string
@@ -183,7 +183,7 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 	})
 	stub.started = true
 	pod := ltPod("1", "web", 0)
-	if _, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
+	if _, err := l.podSyncer.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -197,7 +197,7 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 
 	// A sync that did nothing hands nothing over and asks for nothing.
 	stub.started = false
-	if _, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodSync, pod, nil, nil); err != nil {
+	if _, err := l.podSyncer.SyncPod(t.Context(), podworkers.SyncPodSync, pod, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -216,7 +216,7 @@ func TestAgentHandsPostSyncReadToPLEG(t *testing.T) {
 		}
 	})
 	stub2.started = true
-	if _, err := l2.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
+	if _, err := l2.podSyncer.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -244,7 +244,7 @@ func (a *afterSyncStub) GetPodStatusAfterSync(_ context.Context, pod *v1.Pod, be
 // After a sync that changed the pod, a runtime that can read the pod from
 // what the sync knew is given the status the sync used and its result; a
 // kill's read lists the pod (GetPodStatus).
-func TestAgentReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
+func TestPodSyncerReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	var rt *afterSyncStub
 	var observed int
@@ -257,13 +257,13 @@ func TestAgentReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
 	stub.started = true
 	pod := ltPod("1", "web", 0)
 	used := &kubetypes.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Second)}
-	if _, err := l.agent.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, used); err != nil {
+	if _, err := l.podSyncer.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, used); err != nil {
 		t.Fatal(err)
 	}
 	if len(rt.before) != 1 || rt.before[0] != used || len(rt.res[0].Steps) != 1 || observed != 1 {
 		t.Fatalf("read after sync given %v and %+v, %d handed over; want the status the sync used and its one step, handed over", rt.before, rt.res, observed)
 	}
-	if err := l.agent.SyncTerminatingPod(t.Context(), pod, used, nil, nil); err != nil {
+	if err := l.podSyncer.SyncTerminatingPod(t.Context(), pod, used, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(rt.before) != 1 || observed != 2 {
@@ -275,14 +275,14 @@ func TestAgentReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
 // after a sync that changed the runtime, from the end of that change (so a
 // read handed over after it counts); after one that changed nothing, from
 // the status it used (so an exit applied while it ran counts too).
-func TestAgentMarksRuntimeSynced(t *testing.T) {
+func TestPodSyncerMarksRuntimeSynced(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	l, stub, _ := ltStubLoop(t, clk, func(c *Config) { c.Root = t.TempDir() })
 	pod := ltPod("1", "web", 0)
 	used := &kubetypes.PodStatus{ID: "1", TimeStamp: ltEpoch.Add(-time.Minute)}
 
 	ctx, mark := podworkers.RecordRuntimeSynced(t.Context())
-	if _, err := l.agent.SyncPod(ctx, podworkers.SyncPodSync, pod, nil, used); err != nil {
+	if _, err := l.podSyncer.SyncPod(ctx, podworkers.SyncPodSync, pod, nil, used); err != nil {
 		t.Fatal(err)
 	}
 	if !mark().Equal(used.TimeStamp) {
@@ -291,7 +291,7 @@ func TestAgentMarksRuntimeSynced(t *testing.T) {
 
 	stub.started = true
 	ctx, mark = podworkers.RecordRuntimeSynced(t.Context())
-	if _, err := l.agent.SyncPod(ctx, podworkers.SyncPodSync, pod, nil, used); err != nil {
+	if _, err := l.podSyncer.SyncPod(ctx, podworkers.SyncPodSync, pod, nil, used); err != nil {
 		t.Fatal(err)
 	}
 	if !mark().Equal(clk.Now()) {

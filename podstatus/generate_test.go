@@ -1,4 +1,4 @@
-package syncloop
+package podstatus
 
 import (
 	"testing"
@@ -56,7 +56,7 @@ func pstCS(id, name string, state kubetypes.ContainerState, created time.Time) *
 
 func pstFind(t *testing.T, list []v1.ContainerStatus, name string) v1.ContainerStatus {
 	t.Helper()
-	s, ok := statusFindContainerStatus(list, name)
+	s, ok := findContainerStatus(list, name)
 	if !ok {
 		t.Fatalf("no status for container %q in %+v", name, list)
 	}
@@ -65,7 +65,7 @@ func pstFind(t *testing.T, list []v1.ContainerStatus, name string) v1.ContainerS
 
 func pstCond(t *testing.T, s v1.PodStatus, ct v1.PodConditionType) v1.PodCondition {
 	t.Helper()
-	_, c := statusFindCondition(s.Conditions, ct)
+	_, c := FindCondition(s.Conditions, ct)
 	if c == nil {
 		t.Fatalf("no %s condition in %+v", ct, s.Conditions)
 	}
@@ -81,7 +81,7 @@ func TestGeneratePodStatusRunningPod(t *testing.T) {
 			pstCS("c-a", "a", kubetypes.ContainerStateRunning, t0),
 			pstCS("c-b", "b", kubetypes.ContainerStateRunning, t0),
 		}}
-	g := PodStatusGenerator{RuntimeName: "fake", NodeIPs: []string{"192.168.1.2", "fd00::1"}}
+	g := Generator{RuntimeName: "fake", NodeIPs: []string{"192.168.1.2", "fd00::1"}}
 	s := g.Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 
 	if s.Phase != v1.PodRunning {
@@ -124,7 +124,7 @@ func TestGeneratePodStatusRunningPod(t *testing.T) {
 
 func TestGeneratePodStatusDefaultsAndNilInput(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
-	s := GeneratePodStatus(pod, nil, v1.PodStatus{}, nil, nil, pstNow)
+	s := Generate(pod, nil, v1.PodStatus{}, nil, nil, pstNow)
 	a := pstFind(t, s.ContainerStatuses, "a")
 	if a.State.Waiting == nil || a.State.Waiting.Reason != ReasonContainerCreating || a.Image != "img-a" {
 		t.Errorf("missing container = %+v", a)
@@ -139,7 +139,7 @@ func TestGeneratePodStatusDefaultsAndNilInput(t *testing.T) {
 		t.Errorf("ContainersReady = %+v", c)
 	}
 	old := v1.PodStatus{Phase: v1.PodRunning}
-	if got := GeneratePodStatus(nil, nil, old, nil, nil, pstNow); got.Phase != v1.PodRunning {
+	if got := Generate(nil, nil, old, nil, nil, pstNow); got.Phase != v1.PodRunning {
 		t.Errorf("nil pod: %+v", got)
 	}
 }
@@ -147,7 +147,7 @@ func TestGeneratePodStatusDefaultsAndNilInput(t *testing.T) {
 func TestGeneratePodStatusContainerIDPrefixDefault(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
 	rs := &kubetypes.PodStatus{ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("x1", "a", kubetypes.ContainerStateRunning, pstNow)}}
-	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
+	s := Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	if id := pstFind(t, s.ContainerStatuses, "a").ContainerID; id != "containerd://x1" {
 		t.Errorf("container ID %q", id)
 	}
@@ -158,7 +158,7 @@ func TestGeneratePodStatusPodInitializingAndInitDone(t *testing.T) {
 	t0 := pstNow.Add(-time.Minute)
 	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
 		ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("i1", "init", kubetypes.ContainerStateRunning, t0)}}
-	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
+	s := Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	if a := pstFind(t, s.ContainerStatuses, "a"); a.State.Waiting == nil || a.State.Waiting.Reason != ReasonPodInitializing {
 		t.Errorf("regular container while init runs = %+v", a.State)
 	}
@@ -173,7 +173,7 @@ func TestGeneratePodStatusPodInitializingAndInitDone(t *testing.T) {
 	// The init container exited 0 and the app runs.
 	done := pstCS("i1", "init", kubetypes.ContainerStateExited, t0)
 	rs.ContainerStatuses = []*kubetypes.ContainerStatus{pstCS("c1", "a", kubetypes.ContainerStateRunning, t0.Add(5*time.Second)), done}
-	s = GeneratePodStatus(pod, rs, s, nil, nil, pstNow)
+	s = Generate(pod, rs, s, nil, nil, pstNow)
 	init := pstFind(t, s.InitContainerStatuses, "init")
 	if init.State.Terminated == nil || init.State.Terminated.ExitCode != 0 || !init.Ready || init.State.Terminated.ContainerID != "containerd://i1" {
 		t.Errorf("init status = %+v", init)
@@ -187,7 +187,7 @@ func TestGeneratePodStatusPodInitializingAndInitDone(t *testing.T) {
 
 	// The runtime garbage-collected the init container: it completed.
 	rs.ContainerStatuses = rs.ContainerStatuses[:1]
-	s = GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
+	s = Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	init = pstFind(t, s.InitContainerStatuses, "init")
 	if init.State.Terminated == nil || init.State.Terminated.Reason != "Completed" || init.State.Terminated.ExitCode != 0 {
 		t.Errorf("forgotten init container = %+v", init.State)
@@ -204,7 +204,7 @@ func TestGeneratePodStatusWaitingReasons(t *testing.T) {
 	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(t0.UnixNano())},
 		ContainerStatuses: []*kubetypes.ContainerStatus{older, dead}} // out of order on purpose
 	reasons := pstReasons{"a": {"CrashLoopBackOff", "back-off 10s restarting failed container"}, "b": {"ErrImagePull", "no registry"}}
-	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, reasons, nil, pstNow)
+	s := Generate(pod, rs, v1.PodStatus{}, reasons, nil, pstNow)
 
 	a := pstFind(t, s.ContainerStatuses, "a")
 	if a.State.Waiting == nil || a.State.Waiting.Reason != "CrashLoopBackOff" || a.State.Waiting.Message == "" {
@@ -230,14 +230,14 @@ func TestGeneratePodStatusWaitingReasons(t *testing.T) {
 	// Under restart policy Never an exited container is not restarted: no
 	// waiting reason replaces its terminated state.
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
-	s = GeneratePodStatus(pod, rs, v1.PodStatus{}, reasons, nil, pstNow)
+	s = Generate(pod, rs, v1.PodStatus{}, reasons, nil, pstNow)
 	if a := pstFind(t, s.ContainerStatuses, "a"); a.State.Terminated == nil || a.State.Terminated.ExitCode != 2 {
 		t.Errorf("Never: a state = %+v", a.State)
 	}
 	// A deleted pod restarts nothing either.
 	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
 	pod.DeletionTimestamp = &metav1.Time{Time: pstNow}
-	s = GeneratePodStatus(pod, rs, v1.PodStatus{}, reasons, nil, pstNow)
+	s = Generate(pod, rs, v1.PodStatus{}, reasons, nil, pstNow)
 	if b := pstFind(t, s.ContainerStatuses, "b"); b.State.Waiting == nil || b.State.Waiting.Reason != ReasonContainerCreating {
 		t.Errorf("deleted pod: b state = %+v", b.State)
 	}
@@ -251,9 +251,9 @@ func TestGeneratePodStatusUnknownStateAfterRunning(t *testing.T) {
 	cs := pstCS("c1", "a", kubetypes.ContainerStateUnknown, pstNow.Add(-time.Minute))
 	cs.RestartCount = 4
 	rs := &kubetypes.PodStatus{ContainerStatuses: []*kubetypes.ContainerStatus{cs}}
-	s := GeneratePodStatus(pod, rs, old, nil, nil, pstNow)
+	s := Generate(pod, rs, old, nil, nil, pstNow)
 	a := pstFind(t, s.ContainerStatuses, "a")
-	if tm := a.State.Terminated; tm == nil || tm.ExitCode != 137 || tm.Reason != ReasonContainerStatusUnknown || tm.Message != statusTerminatedUnknownMessage {
+	if tm := a.State.Terminated; tm == nil || tm.ExitCode != 137 || tm.Reason != ReasonContainerStatusUnknown || tm.Message != terminatedUnknownMessage {
 		t.Errorf("state = %+v", a.State)
 	}
 	if a.RestartCount != 5 {
@@ -261,7 +261,7 @@ func TestGeneratePodStatusUnknownStateAfterRunning(t *testing.T) {
 	}
 
 	// Without a running past, an unknown container is just waiting.
-	s = GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
+	s = Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	if a := pstFind(t, s.ContainerStatuses, "a"); a.State.Waiting == nil {
 		t.Errorf("unknown without history = %+v", a.State)
 	}
@@ -272,7 +272,7 @@ func TestGeneratePodStatusVanishedRunningContainer(t *testing.T) {
 	old := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
 		{Name: "a", ContainerID: "containerd://c1", RestartCount: 2, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
 	}}
-	s := GeneratePodStatus(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow)
+	s := Generate(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow)
 	a := pstFind(t, s.ContainerStatuses, "a")
 	if a.State.Waiting == nil || a.State.Waiting.Reason != ReasonContainerCreating {
 		t.Errorf("state = %+v", a.State)
@@ -289,7 +289,7 @@ func TestGeneratePodStatusVanishedRunningContainer(t *testing.T) {
 	}
 	// A deleted pod does not count a restart.
 	pod.DeletionTimestamp = &metav1.Time{Time: pstNow}
-	if a := pstFind(t, GeneratePodStatus(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow).ContainerStatuses, "a"); a.RestartCount != 2 {
+	if a := pstFind(t, Generate(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow).ContainerStatuses, "a"); a.RestartCount != 2 {
 		t.Errorf("deleted pod restart count = %d", a.RestartCount)
 	}
 }
@@ -301,7 +301,7 @@ func TestGeneratePodStatusKeepsOldTerminatedStatus(t *testing.T) {
 		{Name: "a", ContainerID: "containerd://c1", State: v1.ContainerState{Terminated: term}},
 	}}
 	// The runtime forgot the container; the old terminated status stands.
-	s := GeneratePodStatus(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow)
+	s := Generate(pod, &kubetypes.PodStatus{}, old, nil, nil, pstNow)
 	if a := pstFind(t, s.ContainerStatuses, "a"); a.State.Terminated == nil || a.State.Terminated.ExitCode != 3 {
 		t.Errorf("state = %+v", a.State)
 	}
@@ -318,12 +318,12 @@ func TestGeneratePodStatusNeverLeavesTerminalPhase(t *testing.T) {
 	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(1)},
 		ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("c1", "a", kubetypes.ContainerStateRunning, pstNow)}}
 	// The previous status was terminal.
-	if s := GeneratePodStatus(pod, rs, v1.PodStatus{Phase: v1.PodSucceeded}, nil, nil, pstNow); s.Phase != v1.PodSucceeded {
+	if s := Generate(pod, rs, v1.PodStatus{Phase: v1.PodSucceeded}, nil, nil, pstNow); s.Phase != v1.PodSucceeded {
 		t.Errorf("left old terminal phase: %s", s.Phase)
 	}
 	// The API says terminal.
 	pod.Status.Phase = v1.PodFailed
-	if s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow); s.Phase != v1.PodFailed {
+	if s := Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow); s.Phase != v1.PodFailed {
 		t.Errorf("left API terminal phase: %s", s.Phase)
 	}
 }
@@ -332,10 +332,10 @@ func TestGeneratePodStatusTerminal(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
 	done := pstCS("c1", "a", kubetypes.ContainerStateExited, pstNow)
 	rs := &kubetypes.PodStatus{ContainerStatuses: []*kubetypes.ContainerStatus{done}}
-	if s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow); s.Phase != v1.PodRunning {
+	if s := Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow); s.Phase != v1.PodRunning {
 		t.Errorf("restartable exited pod: %s", s.Phase)
 	}
-	s := PodStatusGenerator{}.GenerateTerminal(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
+	s := Generator{}.GenerateTerminal(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	if s.Phase != v1.PodSucceeded {
 		t.Errorf("terminal pod: %s", s.Phase)
 	}
@@ -359,7 +359,7 @@ func TestGeneratePodStatusProbes(t *testing.T) {
 			pstCS("cc", "c", kubetypes.ContainerStateRunning, t0),
 		}}
 	probes := pstProbes{startup: map[string]bool{}, readiness: map[string]bool{}}
-	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, probes, pstNow)
+	s := Generate(pod, rs, v1.PodStatus{}, nil, probes, pstNow)
 	a, b, c := pstFind(t, s.ContainerStatuses, "a"), pstFind(t, s.ContainerStatuses, "b"), pstFind(t, s.ContainerStatuses, "c")
 	if *a.Started || a.Ready {
 		t.Errorf("a before its startup probe: started %v ready %v", *a.Started, a.Ready)
@@ -376,13 +376,13 @@ func TestGeneratePodStatusProbes(t *testing.T) {
 
 	probes.startup["containerd://ca"] = true
 	probes.readiness["containerd://cb"] = true
-	s = GeneratePodStatus(pod, rs, s, nil, probes, pstNow)
+	s = Generate(pod, rs, s, nil, probes, pstNow)
 	if cond := pstCond(t, s, v1.PodReady); cond.Status != v1.ConditionTrue {
 		t.Errorf("Ready after probes = %+v", cond)
 	}
 	// Once started, an instance stays started without a new result.
 	delete(probes.startup, "containerd://ca")
-	s = GeneratePodStatus(pod, rs, s, nil, probes, pstNow)
+	s = Generate(pod, rs, s, nil, probes, pstNow)
 	if a := pstFind(t, s.ContainerStatuses, "a"); !*a.Started {
 		t.Errorf("a lost its started state")
 	}
@@ -397,7 +397,7 @@ func TestGeneratePodStatusSidecarReadiness(t *testing.T) {
 			pstCS("ca", "a", kubetypes.ContainerStateRunning, t0.Add(time.Second)),
 		}}
 	probes := pstProbes{readiness: map[string]bool{}}
-	s := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, probes, pstNow)
+	s := Generate(pod, rs, v1.PodStatus{}, nil, probes, pstNow)
 	if s.Phase != v1.PodRunning {
 		t.Errorf("phase %s", s.Phase)
 	}
@@ -408,7 +408,7 @@ func TestGeneratePodStatusSidecarReadiness(t *testing.T) {
 		t.Errorf("ContainersReady = %+v", c)
 	}
 	probes.readiness["containerd://cs"] = true
-	s = GeneratePodStatus(pod, rs, s, nil, probes, pstNow)
+	s = Generate(pod, rs, s, nil, probes, pstNow)
 	if c := pstCond(t, s, v1.ContainersReady); c.Status != v1.ConditionTrue {
 		t.Errorf("ContainersReady = %+v", c)
 	}
@@ -424,7 +424,7 @@ func TestGeneratePodStatusConditionsFromAPI(t *testing.T) {
 	rs := &kubetypes.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{pstSandbox(1)},
 		ContainerStatuses: []*kubetypes.ContainerStatus{pstCS("ca", "a", kubetypes.ContainerStateRunning, pstNow)}}
 	old := v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "EvictionByEvictionAPI"}}}
-	s := GeneratePodStatus(pod, rs, old, nil, nil, pstNow)
+	s := Generate(pod, rs, old, nil, nil, pstNow)
 	if c := pstCond(t, s, v1.PodReady); c.Status != v1.ConditionFalse || c.Reason != ReasonReadinessGatesNotReady ||
 		c.Message != `the status of pod readiness gate "example.com/lb" is not "True", but False` {
 		t.Errorf("Ready = %+v", c)
@@ -446,7 +446,7 @@ func TestGeneratePodStatusConditionsFromAPI(t *testing.T) {
 	}
 
 	pod.Status.Conditions = nil
-	s = GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
+	s = Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	if c := pstCond(t, s, v1.PodReady); c.Message != `corresponding condition of pod readiness gate "example.com/lb" does not exist.` {
 		t.Errorf("Ready = %+v", c)
 	}
@@ -455,7 +455,7 @@ func TestGeneratePodStatusConditionsFromAPI(t *testing.T) {
 func TestGeneratePodStatusHostNetworkPodIPs(t *testing.T) {
 	pod := pstPod(v1.RestartPolicyAlways, nil, "a")
 	pod.Spec.HostNetwork = true
-	g := PodStatusGenerator{NodeIPs: []string{"bogus", "10.1.1.1", "fd00::1"}}
+	g := Generator{NodeIPs: []string{"bogus", "10.1.1.1", "fd00::1"}}
 	s := g.Generate(pod, &kubetypes.PodStatus{}, v1.PodStatus{}, nil, nil, pstNow)
 	if s.PodIP != "10.1.1.1" || len(s.PodIPs) != 2 || s.PodIPs[1].IP != "fd00::1" {
 		t.Errorf("pod IPs %q %+v", s.PodIP, s.PodIPs)
@@ -486,7 +486,7 @@ func TestStatusSandboxNeeded(t *testing.T) {
 		{"network namespace changed", []*runtimeapi.PodSandboxStatus{hostNS}, true},
 	}
 	for _, tc := range cases {
-		if got := statusSandboxNeeded(pod, &kubetypes.PodStatus{SandboxStatuses: tc.sbs}); got != tc.want {
+		if got := sandboxNeeded(pod, &kubetypes.PodStatus{SandboxStatuses: tc.sbs}); got != tc.want {
 			t.Errorf("%s: needed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -523,7 +523,7 @@ func TestStatusQOSClass(t *testing.T) {
 		{"status wins", v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{ctr(nil, nil)}}, Status: v1.PodStatus{QOSClass: v1.PodQOSGuaranteed}}, v1.PodQOSGuaranteed},
 	}
 	for _, tc := range cases {
-		if got := statusQOSClass(&tc.pod); got != tc.want {
+		if got := qosClass(&tc.pod); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
@@ -539,10 +539,10 @@ func BenchmarkGeneratePodStatus(b *testing.B) {
 			pstCS("b", "b", kubetypes.ContainerStateRunning, t0.Add(time.Second)),
 			pstCS("c", "c", kubetypes.ContainerStateRunning, t0.Add(time.Second)), init,
 		}}
-	old := GeneratePodStatus(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
+	old := Generate(pod, rs, v1.PodStatus{}, nil, nil, pstNow)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		old = GeneratePodStatus(pod, rs, old, nil, nil, pstNow)
+		old = Generate(pod, rs, old, nil, nil, pstNow)
 	}
 }

@@ -1,4 +1,4 @@
-package syncloop
+package podstatus
 
 import (
 	"context"
@@ -10,62 +10,64 @@ import (
 	"time"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-
-	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // Errors of the status manager.
 var (
-	// ErrStatusConfig: a StatusConfig field is invalid (the error names it).
-	ErrStatusConfig = errors.New("syncloop: invalid status manager config")
-	// ErrStatusSink: the sink refused a status or a deletion (wrapped with
+	// ErrInvalidConfig: a Config field is invalid (the error names it).
+	ErrInvalidConfig = errors.New("podstatus: invalid status manager config")
+	// ErrSink: the sink refused a status or a deletion (wrapped with
 	// the pod and the sink's own error).
-	ErrStatusSink = errors.New("syncloop: status sink failed")
-	// ErrStatusNoPod: a nil pod was given.
-	ErrStatusNoPod = errors.New("syncloop: no pod")
+	ErrSink = errors.New("podstatus: status sink failed")
+	// ErrNoPod: a nil pod was given.
+	ErrNoPod = errors.New("podstatus: no pod")
+	// ErrAlreadyRan: Run was called before on this Manager (concurrently or
+	// after it returned); the same value as lifecycle.ErrAlreadyRan.
+	ErrAlreadyRan = lifecycle.ErrAlreadyRan
 )
 
-// DefaultStatusSyncPeriod is how often the StatusManager offers every
+// DefaultSyncPeriod is how often the Manager offers every
 // pending status to its sink even when nothing changed.
-const DefaultStatusSyncPeriod = 10 * time.Second
+const DefaultSyncPeriod = 10 * time.Second
 
-// statusMaxTerminationMessage is the total size of the termination messages
+// maxTerminationMessage is the total size of the termination messages
 // a pod status may carry (split evenly between its containers).
-const statusMaxTerminationMessage = 12 * 1024
+const maxTerminationMessage = 12 * 1024
 
-// StatusContainerActivity tells whether a pod may still have running
-// containers (the pod workers know). The StatusManager never reports a
+// ContainerActivity tells whether a pod may still have running
+// containers (the pod workers know). The Manager never reports a
 // terminal phase for such a pod: it holds the previous phase back until
 // the containers are known to be stopped.
-type StatusContainerActivity interface {
+type ContainerActivity interface {
 	CouldHaveRunningContainers(uid types.UID) bool
 }
 
-// StatusConfig configures a StatusManager.
-type StatusConfig struct {
+// Config configures a Manager.
+type Config struct {
 	// Sink receives the statuses. Required.
-	Sink StatusSink
+	Sink Sink
 	// Clock defaults to the real clock.
 	Clock clock.Clock
-	// Logger defaults to a no-op logger; it is named "status".
+	// Logger defaults to a no-op logger; it is named "podstatus".
 	Logger *zap.Logger
 	// SyncPeriod is how often Run syncs even without a change; 0 means
-	// DefaultStatusSyncPeriod. Negative is an error.
+	// DefaultSyncPeriod. Negative is an error.
 	SyncPeriod time.Duration
 	// ContainerActivity, if set, delays terminal phases until the pod's
 	// containers are stopped. Nil means the caller only reports a terminal
 	// phase once the containers are stopped.
-	ContainerActivity StatusContainerActivity
+	ContainerActivity ContainerActivity
 }
 
-// StatusManager is the agent's cache of pod statuses and their delivery to a
-// StatusSink (the kubelet's status manager). Each pod's status has a
+// Manager is the agent's cache of pod statuses and their delivery to a
+// Sink (the kubelet's status manager). Each pod's status has a
 // version that grows only when the status changes; SyncOnce hands the sink
 // every status newer than the one it last accepted.
 //
@@ -76,15 +78,15 @@ type StatusConfig struct {
 // server sink (nodestatus/apiserver.PodStatusSink) reports a static pod's
 // status on its mirror pod, skips static pods without one, and never
 // deletes a mirror pod.
-type StatusManager struct {
-	sink     StatusSink
+type Manager struct {
+	sink     Sink
 	clock    clock.Clock
 	log      *zap.Logger
 	period   time.Duration
-	activity StatusContainerActivity
+	activity ContainerActivity
 
 	mu       sync.Mutex
-	statuses map[types.UID]*statusEntry
+	statuses map[types.UID]*entry
 	once     lifecycle.Once
 
 	// pending holds the pods whose status changed (or must be looked at
@@ -93,39 +95,39 @@ type StatusManager struct {
 
 	// syncMu serialises the syncs; sent is only touched under it.
 	syncMu sync.Mutex
-	sent   map[types.UID]statusSent
+	sent   map[types.UID]sentStatus
 
 	notify chan struct{}
 }
 
-// statusEntry is the cached status of one pod.
-type statusEntry struct {
+// entry is the cached status of one pod.
+type entry struct {
 	pod      *v1.Pod
 	status   v1.PodStatus
 	version  uint64
 	finished bool
 }
 
-// statusSent is what the sink last accepted for a pod.
-type statusSent struct {
+// sentStatus is what the sink last accepted for a pod.
+type sentStatus struct {
 	version uint64
 	status  v1.PodStatus
 }
 
-// NewStatusManager validates cfg and returns a StatusManager. It starts nothing.
-func NewStatusManager(cfg StatusConfig) (*StatusManager, error) {
+// New validates cfg and returns a Manager. It starts nothing.
+func New(cfg Config) (*Manager, error) {
 	var errs []error
 	if cfg.Sink == nil {
-		errs = append(errs, fmt.Errorf("%w: Sink is required", ErrStatusConfig))
+		errs = append(errs, fmt.Errorf("%w: Sink is required", ErrInvalidConfig))
 	}
 	if cfg.SyncPeriod < 0 {
-		errs = append(errs, fmt.Errorf("%w: SyncPeriod %v is negative", ErrStatusConfig, cfg.SyncPeriod))
+		errs = append(errs, fmt.Errorf("%w: SyncPeriod %v is negative", ErrInvalidConfig, cfg.SyncPeriod))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	if cfg.SyncPeriod == 0 {
-		cfg.SyncPeriod = DefaultStatusSyncPeriod
+		cfg.SyncPeriod = DefaultSyncPeriod
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -133,21 +135,21 @@ func NewStatusManager(cfg StatusConfig) (*StatusManager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &StatusManager{
+	return &Manager{
 		sink:     cfg.Sink,
 		clock:    cfg.Clock,
-		log:      cfg.Logger.Named("status"),
+		log:      cfg.Logger.Named("podstatus"),
 		period:   cfg.SyncPeriod,
 		activity: cfg.ContainerActivity,
-		statuses: make(map[types.UID]*statusEntry),
-		sent:     make(map[types.UID]statusSent),
+		statuses: make(map[types.UID]*entry),
+		sent:     make(map[types.UID]sentStatus),
 		pending:  make(map[types.UID]struct{}),
 		notify:   make(chan struct{}, 1),
 	}, nil
 }
 
 // GetPodStatus returns a copy of the cached status of the pod.
-func (m *StatusManager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.statuses[uid]
@@ -159,7 +161,7 @@ func (m *StatusManager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 
 // PodPhase returns the phase of the cached status of the pod, without
 // copying the status.
-func (m *StatusManager) PodPhase(uid types.UID) (v1.PodPhase, bool) {
+func (m *Manager) PodPhase(uid types.UID) (v1.PodPhase, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.statuses[uid]
@@ -171,7 +173,7 @@ func (m *StatusManager) PodPhase(uid types.UID) (v1.PodPhase, bool) {
 
 // Version returns the version of the cached status of the pod (0 if none).
 // It grows by one with every change of the status.
-func (m *StatusManager) Version(uid types.UID) uint64 {
+func (m *Manager) Version(uid types.UID) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.statuses[uid]; ok {
@@ -187,7 +189,7 @@ func (m *StatusManager) Version(uid types.UID) uint64 {
 // conditions whose status did not change; a terminal phase forces Ready and
 // ContainersReady to False. The version grows only if the status changed
 // (or the pod has a deletion timestamp, which always produces a new version).
-func (m *StatusManager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
+func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	if pod == nil {
 		m.log.Warn("SetPodStatus without a pod")
 		return
@@ -206,15 +208,15 @@ func (m *StatusManager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 // instance with the given API ContainerID ("<runtime>://<id>") and
 // recomputes the pod's Ready and ContainersReady conditions. Unknown pods
 // and containers are ignored.
-func (m *StatusManager) SetContainerReadiness(uid types.UID, containerID string, ready bool) {
+func (m *Manager) SetContainerReadiness(uid types.UID, containerID string, ready bool) {
 	m.setContainer(uid, containerID, func(pod *v1.Pod, status *v1.PodStatus, cs *v1.ContainerStatus) bool {
 		if cs.Ready == ready {
 			return false
 		}
 		cs.Ready = ready
-		all := statusAllContainerStatuses(status)
-		status.Conditions = statusReplaceOrAppendCondition(status.Conditions, statusPodReadyCondition(pod, status.Conditions, all, status.Phase))
-		status.Conditions = statusReplaceOrAppendCondition(status.Conditions, statusContainersReadyCondition(pod, all, status.Phase))
+		all := AllContainerStatuses(status)
+		status.Conditions = replaceOrAppendCondition(status.Conditions, PodReadyCondition(pod, status.Conditions, all, status.Phase))
+		status.Conditions = replaceOrAppendCondition(status.Conditions, containersReadyCondition(pod, all, status.Phase))
 		return true
 	})
 }
@@ -223,19 +225,19 @@ func (m *StatusManager) SetContainerReadiness(uid types.UID, containerID string,
 // instance with the given API ContainerID and recomputes the pod's
 // Initialized condition (a sidecar counts once started). Unknown pods and
 // containers are ignored.
-func (m *StatusManager) SetContainerStartup(uid types.UID, containerID string, started bool) {
+func (m *Manager) SetContainerStartup(uid types.UID, containerID string, started bool) {
 	m.setContainer(uid, containerID, func(pod *v1.Pod, status *v1.PodStatus, cs *v1.ContainerStatus) bool {
 		if cs.Started != nil && *cs.Started == started {
 			return false
 		}
 		cs.Started = &started
-		all := statusAllContainerStatuses(status)
-		status.Conditions = statusReplaceOrAppendCondition(status.Conditions, statusInitializedCondition(pod, all, status.Phase))
+		all := AllContainerStatuses(status)
+		status.Conditions = replaceOrAppendCondition(status.Conditions, initializedCondition(pod, all, status.Phase))
 		return true
 	})
 }
 
-func (m *StatusManager) setContainer(uid types.UID, containerID string, apply func(*v1.Pod, *v1.PodStatus, *v1.ContainerStatus) bool) {
+func (m *Manager) setContainer(uid types.UID, containerID string, apply func(*v1.Pod, *v1.PodStatus, *v1.ContainerStatus) bool) {
 	if containerID == "" {
 		return
 	}
@@ -247,7 +249,7 @@ func (m *StatusManager) setContainer(uid types.UID, containerID string, apply fu
 		return
 	}
 	status := *e.status.DeepCopy()
-	cs := statusFindByContainerID(&status, containerID)
+	cs := findByContainerID(&status, containerID)
 	if cs == nil || !apply(e.pod, &status, cs) {
 		m.mu.Unlock()
 		return
@@ -259,7 +261,7 @@ func (m *StatusManager) setContainer(uid types.UID, containerID string, apply fu
 	}
 }
 
-func statusFindByContainerID(s *v1.PodStatus, id string) *v1.ContainerStatus {
+func findByContainerID(s *v1.PodStatus, id string) *v1.ContainerStatus {
 	for i := range s.ContainerStatuses {
 		if s.ContainerStatuses[i].ContainerID == id {
 			return &s.ContainerStatuses[i]
@@ -273,7 +275,7 @@ func statusFindByContainerID(s *v1.PodStatus, id string) *v1.ContainerStatus {
 	return nil
 }
 
-func statusAllContainerStatuses(s *v1.PodStatus) []v1.ContainerStatus {
+func AllContainerStatuses(s *v1.PodStatus) []v1.ContainerStatus {
 	all := make([]v1.ContainerStatus, 0, len(s.InitContainerStatuses)+len(s.ContainerStatuses))
 	return append(append(all, s.InitContainerStatuses...), s.ContainerStatuses...)
 }
@@ -285,7 +287,7 @@ func statusAllContainerStatuses(s *v1.PodStatus) []v1.ContainerStatus {
 // that tried to start), and the phase becomes Failed unless it is already
 // terminal. As in the kubelet, a static pod keeps its phase. The status is
 // marked finished, which lets the sink delete the pod once it is synced.
-func (m *StatusManager) TerminatePod(pod *v1.Pod) {
+func (m *Manager) TerminatePod(pod *v1.Pod) {
 	if pod == nil {
 		m.log.Warn("TerminatePod without a pod")
 		return
@@ -299,23 +301,23 @@ func (m *StatusManager) TerminatePod(pod *v1.Pod) {
 	unknown := func() v1.ContainerState {
 		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 			Reason:   ReasonContainerStatusUnknown,
-			Message:  statusTerminatedUnknownMessage,
+			Message:  terminatedUnknownMessage,
 			ExitCode: 137,
 		}}
 	}
-	if statusPodHasInitialized(pod, base) || statusPodHasInitialized(pod, &pod.Status) {
+	if podHasInitialized(pod, base) || podHasInitialized(pod, &pod.Status) {
 		for i := range status.ContainerStatuses {
 			if status.ContainerStatuses[i].State.Terminated == nil {
 				status.ContainerStatuses[i].State = unknown()
 			}
 		}
 	}
-	for i := range statusAttemptedInitContainers(status.InitContainerStatuses) {
+	for i := range attemptedInitContainers(status.InitContainerStatuses) {
 		if status.InitContainerStatuses[i].State.Terminated == nil {
 			status.InitContainerStatuses[i].State = unknown()
 		}
 	}
-	if !kubetypes.IsStaticPod(pod) && !statusIsTerminalPhase(status.Phase) {
+	if !kubetypes.IsStaticPod(pod) && !IsTerminalPhase(status.Phase) {
 		status.Phase = v1.PodFailed
 	}
 	changed := m.updateLocked(pod, status, true, true)
@@ -325,11 +327,11 @@ func (m *StatusManager) TerminatePod(pod *v1.Pod) {
 	}
 }
 
-// statusPodHasInitialized reports whether status shows that the pod got
+// podHasInitialized reports whether status shows that the pod got
 // past its init containers: no init containers, a regular container that
 // left the waiting state (or ran before), or a last init container that
 // completed (or, for a sidecar, started).
-func statusPodHasInitialized(pod *v1.Pod, status *v1.PodStatus) bool {
+func podHasInitialized(pod *v1.Pod, status *v1.PodStatus) bool {
 	if len(pod.Spec.InitContainers) == 0 {
 		return true
 	}
@@ -352,7 +354,7 @@ func statusPodHasInitialized(pod *v1.Pod, status *v1.PodStatus) bool {
 	if spec == nil {
 		return false
 	}
-	if statusIsSidecar(spec) {
+	if isSidecar(spec) {
 		return last.State.Running != nil && last.Started != nil && *last.Started
 	}
 	if t := last.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
@@ -364,10 +366,10 @@ func statusPodHasInitialized(pod *v1.Pod, status *v1.PodStatus) bool {
 	return false
 }
 
-// statusAttemptedInitContainers returns the init statuses up to the last
+// attemptedInitContainers returns the init statuses up to the last
 // one that tried to start (left waiting, or has a last termination); at
 // least the first one.
-func statusAttemptedInitContainers(list []v1.ContainerStatus) []v1.ContainerStatus {
+func attemptedInitContainers(list []v1.ContainerStatus) []v1.ContainerStatus {
 	for i := len(list) - 1; i >= 0; i-- {
 		if list[i].State.Waiting == nil || list[i].LastTerminationState.Terminated != nil {
 			return list[:i+1]
@@ -380,7 +382,7 @@ func statusAttemptedInitContainers(list []v1.ContainerStatus) []v1.ContainerStat
 }
 
 // RemoveOrphanedStatuses forgets the statuses of every pod whose UID is not in keep.
-func (m *StatusManager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
+func (m *Manager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid := range m.statuses {
@@ -393,7 +395,7 @@ func (m *StatusManager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
 
 // updateLocked applies an update to the cache; it reports whether a new
 // version was stored. m.mu must be held.
-func (m *StatusManager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished bool) bool {
+func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished bool) bool {
 	e, cached := m.statuses[pod.UID]
 	var old v1.PodStatus
 	if cached {
@@ -406,21 +408,21 @@ func (m *StatusManager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, fi
 	}
 	log := m.log.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)))
 
-	if statusIsTerminalPhase(old.Phase) && status.Phase != old.Phase {
+	if IsTerminalPhase(old.Phase) && status.Phase != old.Phase {
 		log.Warn("status update ignored: pod would leave its terminal phase",
 			zap.String("phase", string(old.Phase)), zap.String("newPhase", string(status.Phase)))
 		return false
 	}
-	if err := statusCheckContainerTransitions(&old, &status, &pod.Spec); err != nil {
+	if err := checkContainerTransitions(&old, &status, &pod.Spec); err != nil {
 		log.Warn("status update ignored", zap.Error(err))
 		return false
 	}
 
 	now := m.clock.Now()
-	if statusIsTerminalPhase(status.Phase) {
-		statusForceTerminalReadiness(pod, &status)
+	if IsTerminalPhase(status.Phase) {
+		forceTerminalReadiness(pod, &status)
 	}
-	statusSetTransitionTimes(&status, &old, now)
+	setTransitionTimes(&status, &old, now)
 	switch {
 	case old.StartTime != nil && !old.StartTime.IsZero():
 		t := *old.StartTime
@@ -432,12 +434,12 @@ func (m *StatusManager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, fi
 	if old.ObservedGeneration > status.ObservedGeneration {
 		status.ObservedGeneration = old.ObservedGeneration
 	}
-	statusNormalize(pod, &status)
+	normalize(pod, &status)
 
-	if cached && !force && statusEqualByAgent(&e.status, &status) {
+	if cached && !force && equalByAgent(&e.status, &status) {
 		return false
 	}
-	ne := &statusEntry{pod: pod.DeepCopy(), status: status, finished: finished, version: 1}
+	ne := &entry{pod: pod.DeepCopy(), status: status, finished: finished, version: 1}
 	if cached {
 		ne.version = e.version + 1
 	}
@@ -446,21 +448,21 @@ func (m *StatusManager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, fi
 	return true
 }
 
-// statusForceTerminalReadiness sets Ready and ContainersReady to False
+// forceTerminalReadiness sets Ready and ContainersReady to False
 // (PodCompleted / PodFailed) if either is True in a terminal status.
-func statusForceTerminalReadiness(pod *v1.Pod, s *v1.PodStatus) {
-	_, r := statusFindCondition(s.Conditions, v1.PodReady)
-	_, cr := statusFindCondition(s.Conditions, v1.ContainersReady)
+func forceTerminalReadiness(pod *v1.Pod, s *v1.PodStatus) {
+	_, r := FindCondition(s.Conditions, v1.PodReady)
+	_, cr := FindCondition(s.Conditions, v1.ContainersReady)
 	if (r == nil || r.Status != v1.ConditionTrue) && (cr == nil || cr.Status != v1.ConditionTrue) {
 		return
 	}
-	s.Conditions = statusReplaceOrAppendCondition(s.Conditions, statusTerminalReadyCondition(pod, v1.ContainersReady, s.Phase))
-	s.Conditions = statusReplaceOrAppendCondition(s.Conditions, statusTerminalReadyCondition(pod, v1.PodReady, s.Phase))
+	s.Conditions = replaceOrAppendCondition(s.Conditions, terminalReadyCondition(pod, v1.ContainersReady, s.Phase))
+	s.Conditions = replaceOrAppendCondition(s.Conditions, terminalReadyCondition(pod, v1.PodReady, s.Phase))
 }
 
-// statusCheckContainerTransitions refuses a status in which a container
+// checkContainerTransitions refuses a status in which a container
 // that terminated and will not be restarted is no longer terminated.
-func statusCheckContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error {
+func checkContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error {
 	if spec.RestartPolicy == v1.RestartPolicyAlways || spec.RestartPolicy == "" {
 		return nil
 	}
@@ -492,14 +494,14 @@ func statusCheckContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) 
 			if c == nil {
 				continue
 			}
-			if statusIsSidecar(c) && kind == "init container" {
+			if isSidecar(c) && kind == "init container" {
 				continue
 			}
 			code := o.State.Terminated.ExitCode
 			if code != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
 				continue
 			}
-			if statusContainerShouldRestart(c, spec, code) {
+			if containerShouldRestart(c, spec, code) {
 				continue
 			}
 			for _, n := range news {
@@ -516,11 +518,11 @@ func statusCheckContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) 
 	return check(old.InitContainerStatuses, next.InitContainerStatuses, spec.InitContainers, "init container")
 }
 
-// statusNormalize brings a status to what an API server stores: times at
+// normalize brings a status to what an API server stores: times at
 // second precision, termination messages within their share of 12 KiB,
 // container statuses sorted (regular and ephemeral by name, init in spec order).
-func statusNormalize(pod *v1.Pod, s *v1.PodStatus) {
-	per := statusMaxTerminationMessage
+func normalize(pod *v1.Pod, s *v1.PodStatus) {
+	per := maxTerminationMessage
 	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers) + len(pod.Spec.EphemeralContainers); n > 0 {
 		per /= n
 	}
@@ -563,14 +565,14 @@ func statusNormalize(pod *v1.Pod, s *v1.PodStatus) {
 	})
 }
 
-// statusEqualByAgent compares two normalised statuses on what the agent
+// equalByAgent compares two normalised statuses on what the agent
 // owns: its conditions by type, status, reason and message (not times), and
 // every other field except others' conditions and resource claim statuses.
-func statusEqualByAgent(a, b *v1.PodStatus) bool {
+func equalByAgent(a, b *v1.PodStatus) bool {
 	owned := func(s *v1.PodStatus) map[v1.PodConditionType]v1.PodCondition {
 		out := make(map[v1.PodConditionType]v1.PodCondition)
 		for _, c := range s.Conditions {
-			if statusConditionOwnedByAgent(c.Type) || statusConditionShared(c.Type) {
+			if conditionOwnedByAgent(c.Type) || conditionShared(c.Type) {
 				out[c.Type] = c
 			}
 		}
@@ -598,24 +600,24 @@ func statusEqualByAgent(a, b *v1.PodStatus) bool {
 	return reflect.DeepEqual(&x, b) || apiequality.Semantic.DeepEqual(&x, b)
 }
 
-// statusMerge is the status to hand the sink, given the status it holds
+// mergeStatus is the status to hand the sink, given the status it holds
 // (prev): others' conditions from prev with the agent's from next; a
 // terminal phase is held back while the pod may still have running
 // containers; a terminal phase has Ready and ContainersReady False.
-func statusMerge(pod *v1.Pod, prev, next v1.PodStatus, couldRun bool) v1.PodStatus {
+func mergeStatus(pod *v1.Pod, prev, next v1.PodStatus, couldRun bool) v1.PodStatus {
 	conds := make([]v1.PodCondition, 0, len(prev.Conditions)+len(next.Conditions))
 	for _, c := range prev.Conditions {
-		if !statusConditionOwnedByAgent(c.Type) {
+		if !conditionOwnedByAgent(c.Type) {
 			conds = append(conds, c)
 		}
 	}
-	toTerminal := !statusIsTerminalPhase(prev.Phase) && statusIsTerminalPhase(next.Phase)
+	toTerminal := !IsTerminalPhase(prev.Phase) && IsTerminalPhase(next.Phase)
 	for _, c := range next.Conditions {
 		switch {
-		case statusConditionOwnedByAgent(c.Type):
+		case conditionOwnedByAgent(c.Type):
 			conds = append(conds, c)
-		case statusConditionShared(c.Type) && toTerminal && !couldRun:
-			conds = statusReplaceOrAppendCondition(conds, c)
+		case conditionShared(c.Type) && toTerminal && !couldRun:
+			conds = replaceOrAppendCondition(conds, c)
 		}
 	}
 	next.Conditions = conds
@@ -625,14 +627,14 @@ func statusMerge(pod *v1.Pod, prev, next v1.PodStatus, couldRun bool) v1.PodStat
 	if toTerminal && couldRun {
 		next.Phase, next.Reason, next.Message = prev.Phase, prev.Reason, prev.Message
 	}
-	if statusIsTerminalPhase(next.Phase) {
-		statusForceTerminalReadiness(pod, &next)
+	if IsTerminalPhase(next.Phase) {
+		forceTerminalReadiness(pod, &next)
 	}
 	return next
 }
 
-// statusToSync is one pod status picked for a sync.
-type statusToSync struct {
+// toSync is one pod status picked for a sync.
+type toSync struct {
 	uid      types.UID
 	pod      *v1.Pod
 	status   v1.PodStatus
@@ -647,12 +649,12 @@ type statusToSync struct {
 // were left pending by it, are looked at: the cost grows with the changes,
 // not with the number of pods. A status the sink refuses stays pending for
 // the next call; the errors of all refusals are returned together, each
-// wrapping ErrStatusSink. After a successful sync of a finished, terminal
-// pod with a deletion timestamp, a sink that implements StatusPodDeleter is
+// wrapping ErrSink. After a successful sync of a finished, terminal
+// pod with a deletion timestamp, a sink that implements PodDeleter is
 // asked to delete it, and its status is forgotten.
 //
 // The sink gets its own copies of the pod and the status.
-func (m *StatusManager) SyncOnce(ctx context.Context) error {
+func (m *Manager) SyncOnce(ctx context.Context) error {
 	return m.syncBatch(ctx, false)
 }
 
@@ -660,11 +662,11 @@ func (m *StatusManager) SyncOnce(ctx context.Context) error {
 // it every SyncPeriod, as the kubelet does). An unchanged status whose
 // delivered form is what the sink already accepted is not sent again; no
 // status is copied unless it is sent.
-func (m *StatusManager) ResyncAll(ctx context.Context) error {
+func (m *Manager) ResyncAll(ctx context.Context) error {
 	return m.syncBatch(ctx, true)
 }
 
-func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
+func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 
@@ -672,17 +674,17 @@ func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
 	// their pod and status may be read here without the lock and without
 	// copies, as long as nothing below writes into them.
 	m.mu.Lock()
-	var todo []statusToSync
+	var todo []toSync
 	pick := func(uid types.UID) {
 		e, ok := m.statuses[uid]
 		if !ok {
 			delete(m.sent, uid)
 			return
 		}
-		todo = append(todo, statusToSync{uid: uid, pod: e.pod, status: e.status, version: e.version, finished: e.finished})
+		todo = append(todo, toSync{uid: uid, pod: e.pod, status: e.status, version: e.version, finished: e.finished})
 	}
 	if all {
-		todo = make([]statusToSync, 0, len(m.statuses))
+		todo = make([]toSync, 0, len(m.statuses))
 		for uid := range m.statuses {
 			pick(uid)
 		}
@@ -692,7 +694,7 @@ func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
 			}
 		}
 	} else {
-		todo = make([]statusToSync, 0, len(m.pending))
+		todo = make([]toSync, 0, len(m.pending))
 		for uid := range m.pending {
 			pick(uid)
 		}
@@ -701,7 +703,7 @@ func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
 	m.mu.Unlock()
 	sort.Slice(todo, func(i, j int) bool { return todo[i].uid < todo[j].uid })
 
-	deleter, canDelete := m.sink.(StatusPodDeleter)
+	deleter, canDelete := m.sink.(PodDeleter)
 	var errs []error
 	var again []types.UID // looked at again by the next sync
 	for i, t := range todo {
@@ -718,32 +720,32 @@ func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
 			prev = sent.status
 		}
 		couldRun := m.activity != nil && m.activity.CouldHaveRunningContainers(t.uid)
-		// statusMerge reads prev and next and builds fresh slices for
+		// mergeStatus reads prev and next and builds fresh slices for
 		// what it changes: shallow views are enough here.
-		merged := statusMerge(t.pod, prev, t.status, couldRun)
-		heldBack := statusIsTerminalPhase(t.status.Phase) && !statusIsTerminalPhase(merged.Phase)
+		merged := mergeStatus(t.pod, prev, t.status, couldRun)
+		heldBack := IsTerminalPhase(t.status.Phase) && !IsTerminalPhase(merged.Phase)
 		if heldBack {
 			again = append(again, t.uid)
 		}
-		deletable := canDelete && t.finished && t.pod.DeletionTimestamp != nil && !kubetypes.IsMirrorPod(t.pod) && statusIsTerminalPhase(merged.Phase)
-		if ok && sent.version >= t.version && statusEqualByAgent(&sent.status, &merged) && !deletable {
+		deletable := canDelete && t.finished && t.pod.DeletionTimestamp != nil && !kubetypes.IsMirrorPod(t.pod) && IsTerminalPhase(merged.Phase)
+		if ok && sent.version >= t.version && equalByAgent(&sent.status, &merged) && !deletable {
 			continue
 		}
-		pod := statusPodCopy(t.pod, &merged)
+		pod := podCopy(t.pod, &merged)
 		if err := m.sink.SyncPodStatus(ctx, pod, *merged.DeepCopy()); err != nil {
 			m.log.Info("pod status not delivered", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Uint64("version", t.version), zap.Error(err))
-			errs = append(errs, fmt.Errorf("%w: pod %s/%s (uid %s): %w", ErrStatusSink, pod.Namespace, pod.Name, t.uid, err))
+			errs = append(errs, fmt.Errorf("%w: pod %s/%s (uid %s): %w", ErrSink, pod.Namespace, pod.Name, t.uid, err))
 			if !heldBack {
 				again = append(again, t.uid)
 			}
 			continue
 		}
-		m.sent[t.uid] = statusSent{version: t.version, status: merged}
+		m.sent[t.uid] = sentStatus{version: t.version, status: merged}
 		if !deletable {
 			continue
 		}
 		if err := deleter.DeletePod(ctx, pod); err != nil {
-			errs = append(errs, fmt.Errorf("%w: deleting pod %s/%s (uid %s): %w", ErrStatusSink, pod.Namespace, pod.Name, t.uid, err))
+			errs = append(errs, fmt.Errorf("%w: deleting pod %s/%s (uid %s): %w", ErrSink, pod.Namespace, pod.Name, t.uid, err))
 			again = append(again, t.uid)
 			continue
 		}
@@ -764,9 +766,9 @@ func (m *StatusManager) syncBatch(ctx context.Context, all bool) error {
 	return errors.Join(errs...)
 }
 
-// statusPodCopy is a deep copy of pod with status as its status, without
+// podCopy is a deep copy of pod with status as its status, without
 // copying the pod's old status.
-func statusPodCopy(pod *v1.Pod, status *v1.PodStatus) *v1.Pod {
+func podCopy(pod *v1.Pod, status *v1.PodStatus) *v1.Pod {
 	shallow := *pod
 	shallow.Status = v1.PodStatus{}
 	out := shallow.DeepCopy()
@@ -775,7 +777,7 @@ func statusPodCopy(pod *v1.Pod, status *v1.PodStatus) *v1.Pod {
 }
 
 // signal wakes Run (coalesced).
-func (m *StatusManager) signal() {
+func (m *Manager) signal() {
 	select {
 	case m.notify <- struct{}{}:
 	default:
@@ -785,7 +787,7 @@ func (m *StatusManager) signal() {
 // Run syncs at once, then whenever a status changes and every SyncPeriod,
 // until ctx is done; it returns nil then. It runs in the caller's goroutine
 // and starts none. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
-func (m *StatusManager) Run(ctx context.Context) error {
+func (m *Manager) Run(ctx context.Context) error {
 	if err := m.once.Start(); err != nil {
 		return err
 	}
@@ -806,7 +808,7 @@ func (m *StatusManager) Run(ctx context.Context) error {
 	}
 }
 
-func (m *StatusManager) syncAndLog(ctx context.Context, all bool) {
+func (m *Manager) syncAndLog(ctx context.Context, all bool) {
 	if err := m.syncBatch(ctx, all); err != nil && ctx.Err() == nil {
 		m.log.Warn("pod status sync incomplete", zap.Error(err))
 	}

@@ -1,4 +1,4 @@
-package syncloop
+package podstatus
 
 import (
 	"testing"
@@ -32,11 +32,11 @@ func TestStatusContainersReadyCondition(t *testing.T) {
 		{"failed", pstSpec("", nil, "a"), []v1.ContainerStatus{ready("a")}, v1.PodFailed, v1.ConditionFalse, ReasonPodFailed, ""},
 	}
 	for _, tc := range cases {
-		c := statusContainersReadyCondition(&v1.Pod{Spec: tc.spec}, tc.statuses, tc.phase)
+		c := containersReadyCondition(&v1.Pod{Spec: tc.spec}, tc.statuses, tc.phase)
 		if c.Type != v1.ContainersReady || c.Status != tc.status || c.Reason != tc.reason || c.Message != tc.message {
 			t.Errorf("%s: %+v", tc.name, c)
 		}
-		r := statusPodReadyCondition(&v1.Pod{Spec: tc.spec}, nil, tc.statuses, tc.phase)
+		r := PodReadyCondition(&v1.Pod{Spec: tc.spec}, nil, tc.statuses, tc.phase)
 		if r.Type != v1.PodReady || r.Status != tc.status || r.Reason != tc.reason || r.Message != tc.message {
 			t.Errorf("%s: Ready %+v does not follow ContainersReady", tc.name, r)
 		}
@@ -68,7 +68,7 @@ func TestStatusInitializedCondition(t *testing.T) {
 		{"succeeded", pstSpec("", []v1.Container{{Name: "i"}}, "a"), []v1.ContainerStatus{pstExited("i", 0), pstExited("a", 0)}, v1.PodSucceeded, v1.ConditionTrue, ReasonPodCompleted, ""},
 	}
 	for _, tc := range cases {
-		c := statusInitializedCondition(&v1.Pod{Spec: tc.spec}, tc.statuses, tc.phase)
+		c := initializedCondition(&v1.Pod{Spec: tc.spec}, tc.statuses, tc.phase)
 		if c.Type != v1.PodInitialized || c.Status != tc.status || c.Reason != tc.reason || c.Message != tc.message {
 			t.Errorf("%s: %+v", tc.name, c)
 		}
@@ -81,12 +81,12 @@ func TestStatusPodReadyConditionReadinessGates(t *testing.T) {
 	ready := pstRunning("a")
 	ready.Ready = true
 	conds := []v1.PodCondition{{Type: "g1", Status: v1.ConditionTrue}}
-	c := statusPodReadyCondition(pod, conds, []v1.ContainerStatus{ready}, v1.PodRunning)
+	c := PodReadyCondition(pod, conds, []v1.ContainerStatus{ready}, v1.PodRunning)
 	if c.Status != v1.ConditionFalse || c.Reason != ReasonReadinessGatesNotReady || c.Message != `corresponding condition of pod readiness gate "g2" does not exist.` {
 		t.Errorf("%+v", c)
 	}
 	conds = append(conds, v1.PodCondition{Type: "g2", Status: v1.ConditionTrue})
-	if c := statusPodReadyCondition(pod, conds, []v1.ContainerStatus{ready}, v1.PodRunning); c.Status != v1.ConditionTrue {
+	if c := PodReadyCondition(pod, conds, []v1.ContainerStatus{ready}, v1.PodRunning); c.Status != v1.ConditionTrue {
 		t.Errorf("all gates true: %+v", c)
 	}
 }

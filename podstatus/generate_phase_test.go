@@ -1,4 +1,4 @@
-package syncloop
+package podstatus
 
 import (
 	"testing"
@@ -56,7 +56,7 @@ func pstRunPhase(t *testing.T, spec v1.PodSpec, cases []pstPhaseCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &v1.Pod{Spec: spec}
-			if got := statusPhase(pod, tc.statuses, tc.terminal, tc.initialized); got != tc.want {
+			if got := computePhase(pod, tc.statuses, tc.terminal, tc.initialized); got != tc.want {
 				t.Errorf("phase = %s, want %s", got, tc.want)
 			}
 		})
@@ -211,7 +211,7 @@ func TestStatusPhaseContainerRestartPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := statusPhase(&v1.Pod{Spec: tc.spec}, tc.statuses, false, false); got != tc.want {
+			if got := computePhase(&v1.Pod{Spec: tc.spec}, tc.statuses, false, false); got != tc.want {
 				t.Errorf("phase = %s, want %s", got, tc.want)
 			}
 		})
@@ -223,11 +223,11 @@ func TestStatusPhaseStaticPodNotTerminal(t *testing.T) {
 	// phase from podIsTerminal alone: the restart policy decides.
 	pod := &v1.Pod{Spec: pstSpec(v1.RestartPolicyAlways, nil, "a")}
 	pod.Annotations = map[string]string{kubetypes.ConfigSourceAnnotation: "file"}
-	if got := statusPhase(pod, []v1.ContainerStatus{pstExited("a", 0)}, true, true); got != v1.PodRunning {
+	if got := computePhase(pod, []v1.ContainerStatus{pstExited("a", 0)}, true, true); got != v1.PodRunning {
 		t.Errorf("static pod phase = %s, want Running", got)
 	}
 	pod.Annotations[kubetypes.ConfigSourceAnnotation] = kubetypes.SourceAPI
-	if got := statusPhase(pod, []v1.ContainerStatus{pstExited("a", 0)}, true, true); got != v1.PodSucceeded {
+	if got := computePhase(pod, []v1.ContainerStatus{pstExited("a", 0)}, true, true); got != v1.PodSucceeded {
 		t.Errorf("API pod phase = %s, want Succeeded", got)
 	}
 }

@@ -1,4 +1,4 @@
-package syncloop
+package podstatus
 
 import (
 	"context"
@@ -8,29 +8,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// StatusSink is where the StatusManager delivers pod statuses: the API
+// Sink is where the Manager delivers pod statuses: the API
 // server (a status patch), a local store, a test. SyncPodStatus is called
 // with the pod as the agent knows it and the status to record; an error
 // leaves the status pending, and it is offered again on the next sync.
 // Calls come from one goroutine at a time.
 //
-// A sink that can also remove pods implements StatusPodDeleter; the
-// StatusManager finds it by type assertion.
-type StatusSink interface {
+// A sink that can also remove pods implements PodDeleter; the
+// Manager finds it by type assertion.
+type Sink interface {
 	SyncPodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error
 }
 
-// StatusPodDeleter is the optional capability of a StatusSink to delete a
-// pod once it is finished: the StatusManager calls DeletePod after a
+// PodDeleter is the optional capability of a Sink to delete a
+// pod once it is finished: the Manager calls DeletePod after a
 // successful status sync of a pod that has a deletion timestamp, a terminal
 // phase and whose termination the agent has completed (TerminatePod), as
 // the kubelet deletes such pods from the API server (grace 0, UID
 // precondition). Mirror pods are never deleted this way.
-type StatusPodDeleter interface {
+type PodDeleter interface {
 	DeletePod(ctx context.Context, pod *v1.Pod) error
 }
 
-// MemorySink is an in-memory StatusSink and StatusPodDeleter: it keeps the
+// MemorySink is an in-memory Sink and PodDeleter: it keeps the
 // latest status of every pod by UID. It is safe for concurrent use; the
 // zero value is not: use NewMemorySink.
 type MemorySink struct {
@@ -57,7 +57,7 @@ func (s *MemorySink) SyncPodStatus(ctx context.Context, pod *v1.Pod, status v1.P
 		return err
 	}
 	if pod == nil {
-		return ErrStatusNoPod
+		return ErrNoPod
 	}
 	s.mu.Lock()
 	s.statuses[pod.UID] = *status.DeepCopy()
@@ -74,7 +74,7 @@ func (s *MemorySink) DeletePod(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	if pod == nil {
-		return ErrStatusNoPod
+		return ErrNoPod
 	}
 	s.mu.Lock()
 	delete(s.statuses, pod.UID)
@@ -125,7 +125,7 @@ func (s *MemorySink) Len() int {
 }
 
 // Changed receives a value (coalesced) after each recorded status or
-// deletion, for waiting on a StatusManager that runs in the background.
+// deletion, for waiting on a Manager that runs in the background.
 func (s *MemorySink) Changed() <-chan struct{} {
 	return s.changed
 }

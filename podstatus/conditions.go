@@ -1,15 +1,14 @@
-package syncloop
+package podstatus
 
 import (
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // Reasons the agent writes into pod conditions and container states, with
@@ -40,18 +39,18 @@ const (
 	ReasonReadinessGatesNotReady = "ReadinessGatesNotReady"
 )
 
-// statusTerminatedUnknownMessage is the message of a container marked
+// terminatedUnknownMessage is the message of a container marked
 // terminated because its end was not observed before the pod was terminated.
-const statusTerminatedUnknownMessage = "The container could not be located when the pod was terminated"
+const terminatedUnknownMessage = "The container could not be located when the pod was terminated"
 
-// statusVanishedMessage is the message of the last termination state
+// vanishedMessage is the message of the last termination state
 // recorded for a running container that disappeared from the runtime.
-const statusVanishedMessage = "The container could not be located when the pod was deleted.  The container used to be Running"
+const vanishedMessage = "The container could not be located when the pod was deleted.  The container used to be Running"
 
-// statusConditionOwnedByAgent reports whether the agent owns (computes and
+// conditionOwnedByAgent reports whether the agent owns (computes and
 // overwrites) a pod condition of this type; other conditions are kept as
 // the API (or whoever wrote them) set them.
-func statusConditionOwnedByAgent(t v1.PodConditionType) bool {
+func conditionOwnedByAgent(t v1.PodConditionType) bool {
 	switch t {
 	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady,
 		v1.PodResizeInProgress, v1.PodResizePending, v1.PodReadyToStartContainers,
@@ -61,15 +60,15 @@ func statusConditionOwnedByAgent(t v1.PodConditionType) bool {
 	return false
 }
 
-// statusConditionShared reports whether a condition is written by the agent
+// conditionShared reports whether a condition is written by the agent
 // and others alike (the agent replaces its own copy).
-func statusConditionShared(t v1.PodConditionType) bool {
+func conditionShared(t v1.PodConditionType) bool {
 	return t == v1.DisruptionTarget
 }
 
-// statusFindCondition returns the index and a pointer to the condition of
+// FindCondition returns the index and a pointer to the condition of
 // the given type in list, or -1 and nil.
-func statusFindCondition(list []v1.PodCondition, t v1.PodConditionType) (int, *v1.PodCondition) {
+func FindCondition(list []v1.PodCondition, t v1.PodConditionType) (int, *v1.PodCondition) {
 	for i := range list {
 		if list[i].Type == t {
 			return i, &list[i]
@@ -78,18 +77,18 @@ func statusFindCondition(list []v1.PodCondition, t v1.PodConditionType) (int, *v
 	return -1, nil
 }
 
-// statusReplaceOrAppendCondition sets c in list, replacing the condition of
+// replaceOrAppendCondition sets c in list, replacing the condition of
 // the same type if there is one.
-func statusReplaceOrAppendCondition(list []v1.PodCondition, c v1.PodCondition) []v1.PodCondition {
-	if i, _ := statusFindCondition(list, c.Type); i >= 0 {
+func replaceOrAppendCondition(list []v1.PodCondition, c v1.PodCondition) []v1.PodCondition {
+	if i, _ := FindCondition(list, c.Type); i >= 0 {
 		list[i] = c
 		return list
 	}
 	return append(list, c)
 }
 
-// statusFindContainerStatus returns the status of the named container.
-func statusFindContainerStatus(list []v1.ContainerStatus, name string) (v1.ContainerStatus, bool) {
+// findContainerStatus returns the status of the named container.
+func findContainerStatus(list []v1.ContainerStatus, name string) (v1.ContainerStatus, bool) {
 	for i := range list {
 		if list[i].Name == name {
 			return list[i], true
@@ -98,21 +97,21 @@ func statusFindContainerStatus(list []v1.ContainerStatus, name string) (v1.Conta
 	return v1.ContainerStatus{}, false
 }
 
-// statusIsSidecar reports whether an init container is a sidecar
+// isSidecar reports whether an init container is a sidecar
 // (restartable init container, restartPolicy Always).
-func statusIsSidecar(c *v1.Container) bool {
+func isSidecar(c *v1.Container) bool {
 	return c != nil && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-// statusIsTerminalPhase reports whether a phase is Succeeded or Failed.
-func statusIsTerminalPhase(p v1.PodPhase) bool {
+// IsTerminalPhase reports whether a phase is Succeeded or Failed.
+func IsTerminalPhase(p v1.PodPhase) bool {
 	return p == v1.PodSucceeded || p == v1.PodFailed
 }
 
-// statusContainersReadyCondition computes ContainersReady: True when every
+// containersReadyCondition computes ContainersReady: True when every
 // regular container and every sidecar is ready. A succeeded pod (with every
 // status known) or a failed pod reports False with PodCompleted / PodFailed.
-func statusContainersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+func containersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
 	cond := v1.PodCondition{Type: v1.ContainersReady, ObservedGeneration: pod.Generation, Status: v1.ConditionFalse}
 	if statuses == nil {
 		cond.Reason = ReasonUnknownContainerStatuses
@@ -120,7 +119,7 @@ func statusContainersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, 
 	}
 	var unknown, unready []string
 	check := func(c *v1.Container) {
-		s, ok := statusFindContainerStatus(statuses, c.Name)
+		s, ok := findContainerStatus(statuses, c.Name)
 		switch {
 		case !ok:
 			unknown = append(unknown, c.Name)
@@ -129,7 +128,7 @@ func statusContainersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, 
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if statusIsSidecar(&pod.Spec.InitContainers[i]) {
+		if isSidecar(&pod.Spec.InitContainers[i]) {
 			check(&pod.Spec.InitContainers[i])
 		}
 	}
@@ -137,14 +136,14 @@ func statusContainersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, 
 		check(&pod.Spec.Containers[i])
 	}
 	if (phase == v1.PodSucceeded && len(unknown) == 0) || phase == v1.PodFailed {
-		return statusTerminalReadyCondition(pod, v1.ContainersReady, phase)
+		return terminalReadyCondition(pod, v1.ContainersReady, phase)
 	}
 	var msgs []string
 	if len(unknown) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", statusNameList(unknown)))
+		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", nameList(unknown)))
 	}
 	if len(unready) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unready status: %s", statusNameList(unready)))
+		msgs = append(msgs, fmt.Sprintf("containers with unready status: %s", nameList(unready)))
 	}
 	if len(msgs) > 0 {
 		cond.Reason = ReasonContainersNotReady
@@ -155,15 +154,15 @@ func statusContainersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, 
 	return cond
 }
 
-// statusNameList formats names the way Go prints a []string ("[a b]"),
+// nameList formats names the way Go prints a []string ("[a b]"),
 // which is the spelling the kubelet's messages use.
-func statusNameList(names []string) string {
+func nameList(names []string) string {
 	return "[" + strings.Join(names, " ") + "]"
 }
 
-// statusTerminalReadyCondition is the Ready or ContainersReady condition of
+// terminalReadyCondition is the Ready or ContainersReady condition of
 // a pod in a terminal phase: False with PodCompleted or PodFailed.
-func statusTerminalReadyCondition(pod *v1.Pod, t v1.PodConditionType, phase v1.PodPhase) v1.PodCondition {
+func terminalReadyCondition(pod *v1.Pod, t v1.PodConditionType, phase v1.PodPhase) v1.PodCondition {
 	cond := v1.PodCondition{Type: t, Status: v1.ConditionFalse}
 	if pod != nil {
 		cond.ObservedGeneration = pod.Generation
@@ -177,10 +176,10 @@ func statusTerminalReadyCondition(pod *v1.Pod, t v1.PodConditionType, phase v1.P
 	return cond
 }
 
-// statusPodReadyCondition computes Ready: ContainersReady, and then every
+// PodReadyCondition computes Ready: ContainersReady, and then every
 // readiness gate's condition (looked up in conds) must be True.
-func statusPodReadyCondition(pod *v1.Pod, conds []v1.PodCondition, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
-	cr := statusContainersReadyCondition(pod, statuses, phase)
+func PodReadyCondition(pod *v1.Pod, conds []v1.PodCondition, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+	cr := containersReadyCondition(pod, statuses, phase)
 	cond := v1.PodCondition{Type: v1.PodReady, ObservedGeneration: pod.Generation}
 	if cr.Status != v1.ConditionTrue {
 		cond.Status, cond.Reason, cond.Message = cr.Status, cr.Reason, cr.Message
@@ -188,7 +187,7 @@ func statusPodReadyCondition(pod *v1.Pod, conds []v1.PodCondition, statuses []v1
 	}
 	var msgs []string
 	for _, g := range pod.Spec.ReadinessGates {
-		_, c := statusFindCondition(conds, g.ConditionType)
+		_, c := FindCondition(conds, g.ConditionType)
 		switch {
 		case c == nil:
 			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
@@ -206,20 +205,20 @@ func statusPodReadyCondition(pod *v1.Pod, conds []v1.PodCondition, statuses []v1
 	return cond
 }
 
-// statusInitialized reports whether one init container counts as done: a
+// containerInitialized reports whether one init container counts as done: a
 // sidecar once started, a regular init container once ready (exited 0).
-func statusInitialized(c *v1.Container, s *v1.ContainerStatus) bool {
-	if statusIsSidecar(c) {
+func containerInitialized(c *v1.Container, s *v1.ContainerStatus) bool {
+	if isSidecar(c) {
 		return s.Started != nil && *s.Started
 	}
 	return s.Ready
 }
 
-// statusAnyRegularContainerStarted reports whether a regular container has
+// anyRegularContainerStarted reports whether a regular container has
 // left the waiting state (it runs or has run).
-func statusAnyRegularContainerStarted(spec *v1.PodSpec, statuses []v1.ContainerStatus) bool {
+func anyRegularContainerStarted(spec *v1.PodSpec, statuses []v1.ContainerStatus) bool {
 	for i := range spec.Containers {
-		s, ok := statusFindContainerStatus(statuses, spec.Containers[i].Name)
+		s, ok := findContainerStatus(statuses, spec.Containers[i].Name)
 		if ok && (s.State.Running != nil || s.State.Terminated != nil) {
 			return true
 		}
@@ -227,10 +226,10 @@ func statusAnyRegularContainerStarted(spec *v1.PodSpec, statuses []v1.ContainerS
 	return false
 }
 
-// statusInitializedCondition computes Initialized: True once every init
+// initializedCondition computes Initialized: True once every init
 // container is done, once a regular container has started, or for a
 // succeeded pod (reason PodCompleted).
-func statusInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+func initializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
 	cond := v1.PodCondition{Type: v1.PodInitialized, ObservedGeneration: pod.Generation, Status: v1.ConditionFalse}
 	if statuses == nil && len(pod.Spec.InitContainers) > 0 {
 		cond.Reason = ReasonUnknownContainerStatuses
@@ -239,12 +238,12 @@ func statusInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phas
 	var unknown, incomplete []string
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		s, ok := statusFindContainerStatus(statuses, c.Name)
+		s, ok := findContainerStatus(statuses, c.Name)
 		if !ok {
 			unknown = append(unknown, c.Name)
 			continue
 		}
-		if !statusInitialized(c, &s) {
+		if !containerInitialized(c, &s) {
 			incomplete = append(incomplete, c.Name)
 		}
 	}
@@ -253,16 +252,16 @@ func statusInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phas
 		cond.Reason = ReasonPodCompleted
 		return cond
 	}
-	if statusAnyRegularContainerStarted(&pod.Spec, statuses) {
+	if anyRegularContainerStarted(&pod.Spec, statuses) {
 		cond.Status = v1.ConditionTrue
 		return cond
 	}
 	var msgs []string
 	if len(unknown) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", statusNameList(unknown)))
+		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", nameList(unknown)))
 	}
 	if len(incomplete) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with incomplete status: %s", statusNameList(incomplete)))
+		msgs = append(msgs, fmt.Sprintf("containers with incomplete status: %s", nameList(incomplete)))
 	}
 	if len(msgs) > 0 {
 		cond.Reason = ReasonContainersNotInitialized
@@ -273,21 +272,21 @@ func statusInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phas
 	return cond
 }
 
-// statusReadyToStartContainersCondition computes PodReadyToStartContainers:
+// readyToStartContainersCondition computes PodReadyToStartContainers:
 // True when the pod's newest sandbox is the only ready one, has the network
 // namespace mode the pod asks for, and (unless host-network) has an IP;
 // that is, when no new sandbox is needed.
-func statusReadyToStartContainersCondition(pod *v1.Pod, rs *kubetypes.PodStatus) v1.PodCondition {
+func readyToStartContainersCondition(pod *v1.Pod, rs *kubetypes.PodStatus) v1.PodCondition {
 	cond := v1.PodCondition{Type: v1.PodReadyToStartContainers, ObservedGeneration: pod.Generation, Status: v1.ConditionFalse}
-	if !statusSandboxNeeded(pod, rs) {
+	if !sandboxNeeded(pod, rs) {
 		cond.Status = v1.ConditionTrue
 	}
 	return cond
 }
 
-// statusSandboxNeeded reports whether the runtime would have to create a new
+// sandboxNeeded reports whether the runtime would have to create a new
 // sandbox for the pod (the kubelet's PodSandboxChanged).
-func statusSandboxNeeded(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
+func sandboxNeeded(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
 	if rs == nil || len(rs.SandboxStatuses) == 0 || rs.SandboxStatuses[0] == nil {
 		return true
 	}
@@ -318,16 +317,16 @@ func statusSandboxNeeded(pod *v1.Pod, rs *kubetypes.PodStatus) bool {
 	return false
 }
 
-// statusSetTransitionTimes sets LastTransitionTime on every condition of
+// setTransitionTimes sets LastTransitionTime on every condition of
 // status: kept from the old condition of the same type when its Status did
 // not change, else now.
-func statusSetTransitionTimes(status, old *v1.PodStatus, now time.Time) {
+func setTransitionTimes(status, old *v1.PodStatus, now time.Time) {
 	for i := range status.Conditions {
 		c := &status.Conditions[i]
-		if !statusConditionOwnedByAgent(c.Type) && !statusConditionShared(c.Type) {
+		if !conditionOwnedByAgent(c.Type) && !conditionShared(c.Type) {
 			continue // someone else's condition keeps its own times
 		}
-		if _, oc := statusFindCondition(old.Conditions, c.Type); oc != nil && oc.Status == c.Status {
+		if _, oc := FindCondition(old.Conditions, c.Type); oc != nil && oc.Status == c.Status {
 			c.LastTransitionTime = oc.LastTransitionTime
 			continue
 		}

@@ -1,4 +1,4 @@
-package syncloop
+package podstatus
 
 import (
 	"context"
@@ -42,15 +42,15 @@ func (s *stFlakySink) calls() int {
 	return len(s.got)
 }
 
-// stActivity is a StatusContainerActivity with a settable answer.
+// stActivity is a ContainerActivity with a settable answer.
 type stActivity struct{ running bool }
 
 func (a *stActivity) CouldHaveRunningContainers(types.UID) bool { return a.running }
 
-func stManager(t *testing.T, sink StatusSink) (*StatusManager, *clocktesting.FakeClock) {
+func stManager(t *testing.T, sink Sink) (*Manager, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(pstNow)
-	m, err := NewStatusManager(StatusConfig{Sink: sink, Clock: clk})
+	m, err := New(Config{Sink: sink, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +74,14 @@ func stRunningStatus() v1.PodStatus {
 }
 
 func TestNewStatusManagerValidates(t *testing.T) {
-	if _, err := NewStatusManager(StatusConfig{}); !errors.Is(err, ErrStatusConfig) || !strings.Contains(err.Error(), "Sink") {
+	if _, err := New(Config{}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Sink") {
 		t.Errorf("nil sink: %v", err)
 	}
-	if _, err := NewStatusManager(StatusConfig{Sink: NewMemorySink(), SyncPeriod: -time.Second}); !errors.Is(err, ErrStatusConfig) || !strings.Contains(err.Error(), "SyncPeriod") {
+	if _, err := New(Config{Sink: NewMemorySink(), SyncPeriod: -time.Second}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "SyncPeriod") {
 		t.Errorf("negative period: %v", err)
 	}
-	m, err := NewStatusManager(StatusConfig{Sink: NewMemorySink()})
-	if err != nil || m.period != DefaultStatusSyncPeriod {
+	m, err := New(Config{Sink: NewMemorySink()})
+	if err != nil || m.period != DefaultSyncPeriod {
 		t.Errorf("defaults: %v %v", err, m)
 	}
 }
@@ -213,7 +213,7 @@ func TestStatusManagerSinkErrorKeepsStatusPending(t *testing.T) {
 	pod := stPod()
 	m.SetPodStatus(pod, stRunningStatus())
 	err := m.SyncOnce(t.Context())
-	if !errors.Is(err, ErrStatusSink) || !strings.Contains(err.Error(), "default/web") || !strings.Contains(err.Error(), "api unavailable") {
+	if !errors.Is(err, ErrSink) || !strings.Contains(err.Error(), "default/web") || !strings.Contains(err.Error(), "api unavailable") {
 		t.Fatalf("err = %v", err)
 	}
 	sink.mu.Lock()
@@ -417,7 +417,7 @@ func isTerminatedUnknown(s v1.ContainerState) bool {
 func TestStatusManagerHoldsTerminalPhaseWhileContainersRun(t *testing.T) {
 	sink := NewMemorySink()
 	act := &stActivity{running: true}
-	m, err := NewStatusManager(StatusConfig{Sink: sink, Clock: clocktesting.NewFakeClock(pstNow), ContainerActivity: act})
+	m, err := New(Config{Sink: sink, Clock: clocktesting.NewFakeClock(pstNow), ContainerActivity: act})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,10 +439,10 @@ func TestStatusManagerHoldsTerminalPhaseWhileContainersRun(t *testing.T) {
 	if got.Phase != v1.PodRunning || got.Reason != "" {
 		t.Errorf("terminal phase sent while containers may run: %s %q", got.Phase, got.Reason)
 	}
-	if _, c := statusFindCondition(got.Conditions, v1.DisruptionTarget); c != nil {
+	if _, c := FindCondition(got.Conditions, v1.DisruptionTarget); c != nil {
 		t.Errorf("DisruptionTarget sent early")
 	}
-	if _, c := statusFindCondition(got.Conditions, "example.com/custom"); c == nil {
+	if _, c := FindCondition(got.Conditions, "example.com/custom"); c == nil {
 		t.Errorf("foreign condition dropped: %+v", got.Conditions)
 	}
 	n := sink.Updates()
@@ -464,7 +464,7 @@ func TestStatusManagerHoldsTerminalPhaseWhileContainersRun(t *testing.T) {
 	if c := pstCond(t, got, v1.PodReady); c.Status != v1.ConditionFalse {
 		t.Errorf("terminal pod sent Ready %+v", c)
 	}
-	if _, c := statusFindCondition(got.Conditions, v1.DisruptionTarget); c == nil {
+	if _, c := FindCondition(got.Conditions, v1.DisruptionTarget); c == nil {
 		t.Errorf("DisruptionTarget missing once terminal")
 	}
 }
@@ -538,7 +538,7 @@ func TestStatusManagerRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &stFlakySink{}
 		clk := clocktesting.NewFakeClock(pstNow)
-		m, err := NewStatusManager(StatusConfig{Sink: sink, Clock: clk, SyncPeriod: 10 * time.Second})
+		m, err := New(Config{Sink: sink, Clock: clk, SyncPeriod: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -593,7 +593,7 @@ func TestStatusManagerRun(t *testing.T) {
 func TestMemorySink(t *testing.T) {
 	s := NewMemorySink()
 	pod := stPod()
-	if err := s.SyncPodStatus(t.Context(), nil, v1.PodStatus{}); !errors.Is(err, ErrStatusNoPod) {
+	if err := s.SyncPodStatus(t.Context(), nil, v1.PodStatus{}); !errors.Is(err, ErrNoPod) {
 		t.Errorf("nil pod: %v", err)
 	}
 	st := stRunningStatus()
@@ -620,7 +620,7 @@ func TestMemorySink(t *testing.T) {
 	}
 }
 
-// statusEqualByAgent is semantic equality on what the agent owns: the fast
+// equalByAgent is semantic equality on what the agent owns: the fast
 // reflect test must not turn semantically equal statuses unequal.
 func TestStatusEqualByAgent(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
@@ -661,7 +661,7 @@ func TestStatusEqualByAgent(t *testing.T) {
 	} {
 		a, b := base(), base()
 		tc.edit(b)
-		if got := statusEqualByAgent(a, b); got != tc.equal {
+		if got := equalByAgent(a, b); got != tc.equal {
 			t.Errorf("%s: equal %v, want %v", tc.name, got, tc.equal)
 		}
 	}
@@ -669,13 +669,13 @@ func TestStatusEqualByAgent(t *testing.T) {
 
 // TestNewStatusManagerReportsEveryProblem: every bad field is named at once.
 func TestNewStatusManagerReportsEveryProblem(t *testing.T) {
-	_, err := NewStatusManager(StatusConfig{SyncPeriod: -1})
-	if !errors.Is(err, ErrStatusConfig) {
-		t.Fatalf("NewStatusManager = %v, want ErrStatusConfig", err)
+	_, err := New(Config{SyncPeriod: -1})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
 	}
 	for _, name := range []string{"Sink", "SyncPeriod"} {
 		if !strings.Contains(err.Error(), name) {
-			t.Errorf("NewStatusManager = %v: %s not named", err, name)
+			t.Errorf("New = %v: %s not named", err, name)
 		}
 	}
 }
