@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/eviction"
@@ -82,17 +80,13 @@ func (a *Agent) FakeRuntime() *fake.Runtime { return a.fake }
 func (a *Agent) PodConfig() *podconfig.PodConfig { return a.podConfig }
 
 // podLifecycle is what the Agent uses of its PLEG: a *pleg.GenericPLEG, or
-// a *pleg.EventedPLEG (WithEventedPLEG).
+// a *pleg.EventedPLEG (WithEventedPLEG). The sync loop takes it as its
+// syncloop.PLEG.
 type podLifecycle interface {
+	syncloop.PLEG
 	Run(ctx context.Context) error
 	Watch() <-chan *kubetypes.PodLifecycleEvent
 	Cache() *pleg.Cache
-	Healthy() (bool, error)
-	RequestRelist(uid types.UID)
-	ObservePodStatus(uid types.UID, status *kubetypes.PodStatus)
-	HoldPod(uid types.UID)
-	Listing() ([]*kubetypes.Pod, time.Time)
-	ReleasePod(uid types.UID)
 }
 
 var (

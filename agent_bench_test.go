@@ -292,7 +292,8 @@ func (w *eventedWiring) wire(bld *nodekit.Builder) {
 			w.tb.Fatal(err)
 		}
 		w.pleg, w.events = ev, make(chan *kubetypes.PodLifecycleEvent, pleg.DefaultChannelCapacity)
-		cfg.Cache, cfg.Events, cfg.PLEGHealthy, cfg.RequestRelist = ev.Cache(), w.events, ev.Healthy, ev.RequestRelist
+		// Only the required PLEG methods, as before (no observer, no listing).
+		cfg.PLEG, cfg.Events = struct{ syncloop.PLEG }{ev}, w.events
 	})
 	bld.WithPart("evented pleg", func(ctx context.Context) error {
 		var wg sync.WaitGroup

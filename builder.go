@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -394,16 +393,7 @@ func (b *Builder) Build() (*Agent, error) {
 		lcfg.RuntimeStatus = st
 	}
 	if g != nil {
-		lcfg.Cache = g.Cache()
-		lcfg.PLEGHealthy = g.Healthy
-		lcfg.RequestRelist = g.RequestRelist
-		lcfg.ObservePodStatus = g.ObservePodStatus
-		lcfg.HoldPod, lcfg.ReleasePod = g.HoldPod, g.ReleasePod
-		if mgr != nil {
-			lcfg.RuntimePods = recentListing(g, mgr, clk)
-		}
-	} else {
-		lcfg.Cache = pleg.NewCache(clk) // a stand-in: the Agent is discarded
+		lcfg.PLEG = g
 	}
 	for _, edit := range b.loopEdits {
 		edit(&lcfg)
@@ -473,24 +463,4 @@ func (p *podState) ShouldPodContentBeRemoved(uid types.UID) bool {
 
 func (p *podState) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
 	return p.loop != nil && p.loop.PodWorkers().ShouldPodRuntimeBeRemoved(uid)
-}
-
-// listingMaxAge is how old a PLEG listing housekeeping may use instead of
-// listing the runtime itself (the kubelet's runtime cache keeps its
-// listing as long).
-const listingMaxAge = 2 * time.Second
-
-// recentListing lists the runtime's pods from the PLEG's last relist when
-// it started at most listingMaxAge ago, else from the runtime.
-func recentListing(g interface {
-	Listing() ([]*kubetypes.Pod, time.Time)
-}, mgr interface {
-	GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, error)
-}, clk clock.PassiveClock) func(context.Context) ([]*kubetypes.Pod, error) {
-	return func(ctx context.Context) ([]*kubetypes.Pod, error) {
-		if pods, at := g.Listing(); !at.IsZero() && clk.Since(at) <= listingMaxAge {
-			return pods, nil
-		}
-		return mgr.GetPods(ctx, true)
-	}
 }

@@ -146,6 +146,11 @@ func (e *EventedPLEG) Watch() <-chan *kubetypes.PodLifecycleEvent { return e.gen
 // Cache returns the cache the PLEG writes to.
 func (e *EventedPLEG) Cache() *Cache { return e.generic.Cache() }
 
+// GetNewerThan is Cache().GetNewerThan.
+func (e *EventedPLEG) GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*kubetypes.PodStatus, error) {
+	return e.generic.GetNewerThan(ctx, uid, t)
+}
+
 // InUse reports whether container events are being followed (false before
 // Run and after a fall-back to relisting).
 func (e *EventedPLEG) InUse() bool { return e.inUse.Load() }

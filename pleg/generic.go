@@ -204,6 +204,12 @@ func (g *GenericPLEG) Watch() <-chan *kubetypes.PodLifecycleEvent { return g.eve
 // Cache returns the cache the PLEG writes to.
 func (g *GenericPLEG) Cache() *Cache { return g.cache }
 
+// GetNewerThan is Cache().GetNewerThan: the PLEG serves as the pod status
+// cache of whoever reads it (the pod workers).
+func (g *GenericPLEG) GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*kubetypes.PodStatus, error) {
+	return g.cache.GetNewerThan(ctx, uid, t)
+}
+
 // DroppedEvents returns how many events were dropped because the Watch
 // channel was full.
 func (g *GenericPLEG) DroppedEvents() uint64 { return g.dropped.Load() }

@@ -12,17 +12,12 @@
 // which nodekit's Builder fills in.
 //
 //	loop, err := syncloop.New(syncloop.Config{
-//		Updates:       updates,          // <-chan syncloop.PodUpdate (from podconfig)
-//		Events:        events,           // <-chan *syncloop.PodLifecycleEvent (from pleg)
-//		SourcesReady:  cfg.SeenAllSources,
-//		Runtime:       manager,          // *kuberuntime.Manager
-//		RuntimeStatus: criRuntime,       // CRI Status
-//		Cache:         plg.Cache(),      // *pleg.Cache
-//		PLEGHealthy:   plg.Healthy,
-//		RequestRelist: plg.RequestRelist,
-//		ObservePodStatus: plg.ObservePodStatus, // optional, with HoldPod and ReleasePod:
-//		HoldPod:       plg.HoldPod,      // one read of a pod after each change,
-//		ReleasePod:    plg.ReleasePod,   // and no relist wait before the next sync
+//		Updates:       podConfig.Updates(), // <-chan kubetypes.PodUpdate
+//		Events:        plg.Watch(),         // <-chan *kubetypes.PodLifecycleEvent
+//		SourcesReady:  podConfig.SeenAllSources,
+//		Runtime:       manager,             // *kuberuntime.Manager
+//		RuntimeStatus: criRuntime,          // CRI Status
+//		PLEG:          plg,                 // *pleg.GenericPLEG: cache, health, relists
 //		Root:          "/var/lib/nodekit",
 //	})
 //	go loop.Run(ctx) // returns once its goroutines have exited
@@ -81,9 +76,9 @@
 //     (GeneratePodStatus, with the runtime as ReasonSource) and set on the
 //     status manager before and after the runtime sync; a Succeeded or
 //     Failed phase makes the pod terminal. The runtime sync runs with the
-//     pod held in the PLEG (Config.HoldPod); when it changed something, the
+//     pod held in the PLEG (its HoldPod); when it changed something, the
 //     pod is read once after it and the read handed to the PLEG
-//     (Config.ObservePodStatus). A runtime with GetPodStatusAfterSync
+//     (its ObservePodStatus). A runtime with GetPodStatusAfterSync
 //     (*kuberuntime.Manager) reads only the objects the sync knew of and made,
 //     without listing, unless a step failed. The pod worker's next sync then waits for
 //     a cached status at least as new as the end of the runtime sync, not

@@ -38,7 +38,7 @@ func Example() {
 	loop, err := syncloop.New(syncloop.Config{
 		Updates: updates,
 		Runtime: idleRuntime{},
-		Cache:   emptyCache{}, // a real agent passes pleg's cache
+		PLEG:    emptyPLEG{}, // a real agent passes a pleg.GenericPLEG
 		Clock:   clocktesting.NewFakeClock(start),
 	})
 	if err != nil {
@@ -68,9 +68,11 @@ func Example() {
 	// second: Failed NodePorts: Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports
 }
 
-// emptyCache knows no runtime state: every pod has an empty status.
-type emptyCache struct{}
+// emptyPLEG knows no runtime state: every pod has an empty status.
+type emptyPLEG struct{}
 
-func (emptyCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*kubetypes.PodStatus, error) {
+func (emptyPLEG) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*kubetypes.PodStatus, error) {
 	return &kubetypes.PodStatus{ID: uid}, nil
 }
+func (emptyPLEG) Healthy() (bool, error)  { return true, nil }
+func (emptyPLEG) RequestRelist(types.UID) {}

@@ -113,8 +113,8 @@ func (l *Loop) RuntimeReady() (runtimeReady, networkReady bool, err error) {
 		}
 		l.health.mu.Unlock()
 	}
-	if l.cfg.PLEGHealthy != nil {
-		if ok, perr := l.cfg.PLEGHealthy(); !ok {
+	if l.cfg.PLEG != nil {
+		if ok, perr := l.cfg.PLEG.Healthy(); !ok {
 			runtimeReady = false
 			if perr == nil {
 				perr = errors.New("unhealthy")

@@ -49,7 +49,7 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 		desired[p.UID] = true
 	}
 
-	runtimePods, err := l.cfg.RuntimePods(ctx)
+	runtimePods, err := l.runtimePods(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing runtime pods: %w", err))
 	}
@@ -203,4 +203,16 @@ func (l *Loop) cleanupPodDirs(desired map[types.UID]bool, working map[types.UID]
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// runtimePods lists the runtime's pods for housekeeping: the PLEG's last
+// listing when it began at most listingMaxAge ago (no second listing of
+// the runtime), else the runtime's own.
+func (l *Loop) runtimePods(ctx context.Context) ([]*kubetypes.Pod, error) {
+	if lister, ok := l.cfg.PLEG.(runtimeLister); ok {
+		if pods, at := lister.Listing(); !at.IsZero() && l.clock.Since(at) <= listingMaxAge {
+			return pods, nil
+		}
+	}
+	return l.cfg.Runtime.GetPods(ctx, true)
 }

@@ -53,6 +53,47 @@ type afterSyncReader interface {
 	GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before *kubetypes.PodStatus, res kubetypes.SyncResult) (*kubetypes.PodStatus, error)
 }
 
+// PLEG is what the loop needs of the pod lifecycle event generator:
+// pleg's GenericPLEG and EventedPLEG satisfy it. Its events reach the loop
+// through Config.Events (the PLEG's Watch channel).
+type PLEG interface {
+	// GetNewerThan is the PLEG's pod status cache, which the pod workers
+	// read: it returns a pod's status once one at least as new as t is
+	// cached.
+	GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*kubetypes.PodStatus, error)
+	// Healthy reports whether the PLEG keeps up; while it does not, the
+	// loop dispatches nothing.
+	Healthy() (bool, error)
+	// RequestRelist asks for the pod to be relisted soon: called after the
+	// agent changed the pod in the runtime, so that the cache catches up
+	// before the next periodic relist.
+	RequestRelist(uid types.UID)
+}
+
+// podStatusObserver is the optional capability of a PLEG to take the
+// agent's own read of a pod after it changed the pod (ObservePodStatus,
+// instead of RequestRelist: the PLEG relists the pod from that status
+// without reading it again; the status's TimeStamp is when the read began
+// and nobody modifies it afterwards), and to leave a pod out of relists
+// while the agent changes it (HoldPod and ReleasePod bracket every change).
+// Both of pleg's PLEGs have it.
+type podStatusObserver interface {
+	ObservePodStatus(uid types.UID, status *kubetypes.PodStatus)
+	HoldPod(uid types.UID)
+	ReleasePod(uid types.UID)
+}
+
+// runtimeLister is the optional capability of a PLEG to hand out its last
+// listing of the runtime and when it began: housekeeping uses it when it is
+// at most listingMaxAge old, as the kubelet's runtime cache is, instead of
+// listing the runtime again. Both of pleg's PLEGs have it.
+type runtimeLister interface {
+	Listing() ([]*kubetypes.Pod, time.Time)
+}
+
+// listingMaxAge is how old a PLEG listing housekeeping may use.
+const listingMaxAge = 2 * time.Second
+
 // VolumeHooks mounts and unmounts a pod's volumes (the volume manager).
 type VolumeHooks interface {
 	// WaitForAttachAndMount returns once every volume of the pod is mounted.
@@ -112,32 +153,12 @@ type Config struct {
 	// RuntimeHealthPeriod; nil means the runtime and its network are always
 	// taken to be ready.
 	RuntimeStatus RuntimeStatusGetter
-	// Cache is the runtime pod status cache the pod workers read (pleg's
-	// cache). Required.
-	Cache podworkers.PodCache
-	// PLEGHealthy reports the PLEG's health; nil means healthy. While it is
-	// unhealthy the loop dispatches nothing.
-	PLEGHealthy func() (bool, error)
-	// RequestRelist, if set, is called with a pod's UID after the agent
-	// changed the pod in the runtime (pleg's RequestRelist), so that the
-	// cache catches up before the next relist.
-	RequestRelist func(types.UID)
-	// ObservePodStatus, if set, is given the status the agent read right
-	// after changing a pod in the runtime (its TimeStamp is when the read
-	// began), instead of RequestRelist: the PLEG relists the pod from it
-	// without reading it again (pleg's ObservePodStatus). The status must
-	// not be modified by the callee's caller afterwards, nor by the callee.
-	ObservePodStatus func(types.UID, *kubetypes.PodStatus)
-	// RuntimePods, if set, lists the runtime's pods for housekeeping
-	// instead of Runtime.GetPods(ctx, true): the Builder gives the PLEG's
-	// last listing when it is at most 2s old (the kubelet's runtime cache
-	// is as old), so that housekeeping does not list the runtime again.
-	RuntimePods func(ctx context.Context) ([]*kubetypes.Pod, error)
-	// HoldPod and ReleasePod, if both set, bracket every change the agent
-	// makes to a pod in the runtime (pleg's HoldPod and ReleasePod), so
-	// that relists don't read a pod that is about to change and is read
-	// right after.
-	HoldPod, ReleasePod func(types.UID)
+	// PLEG is the pod lifecycle event generator: the pod workers read its
+	// cache, the loop dispatches nothing while it is unhealthy, and the pod
+	// syncer tells it about the changes it makes. Required; pleg's
+	// GenericPLEG and EventedPLEG satisfy it. See PLEG for its optional
+	// capabilities.
+	PLEG PLEG
 
 	// StatusSink receives the pod statuses; nil means a new MemorySink
 	// (see StatusSink()).
@@ -252,11 +273,8 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Runtime == nil {
 		bad("Runtime is required")
 	}
-	if cfg.Cache == nil {
-		bad("Cache is required")
-	}
-	if rt := cfg.Runtime; cfg.RuntimePods == nil && rt != nil {
-		cfg.RuntimePods = func(ctx context.Context) ([]*kubetypes.Pod, error) { return rt.GetPods(ctx, true) }
+	if cfg.PLEG == nil {
+		bad("PLEG is required")
 	}
 	for _, d := range []struct {
 		name string
@@ -326,13 +344,13 @@ func New(cfg Config) (*Loop, error) {
 		cgroups:     cfg.Cgroups,
 		probes:      cfg.Probes,
 		pullSecrets: cfg.PullSecrets,
-		relist:      cfg.RequestRelist,
-		observe:     cfg.ObservePodStatus,
-		hold:        cfg.HoldPod,
-		release:     cfg.ReleasePod,
+		relist:      cfg.PLEG.RequestRelist,
 		dirs:        podDirs{root: cfg.Root},
 		network:     l.networkReady,
 		terminated:  cfg.PodTerminated,
+	}
+	if o, ok := cfg.PLEG.(podStatusObserver); ok {
+		l.podSyncer.observe, l.podSyncer.hold, l.podSyncer.release = o.ObservePodStatus, o.HoldPod, o.ReleasePod
 	}
 	if l.podSyncer.volumes == nil {
 		l.podSyncer.volumes = noopHooks{}
@@ -345,7 +363,7 @@ func New(cfg Config) (*Loop, error) {
 	}
 	pw, err := podworkers.New(podworkers.Config{
 		Syncer:         l.podSyncer,
-		Cache:          cfg.Cache,
+		Cache:          cfg.PLEG,
 		ResyncInterval: cfg.ResyncInterval,
 		BackOffPeriod:  cfg.BackOffPeriod,
 		Clock:          cfg.Clock,

@@ -73,9 +73,7 @@ func ltNew(t *testing.T, clk clock.WithTicker, mod func(*Config)) *ltEnv {
 		SourcesReady:  e.ready.Load,
 		Runtime:       e.mgr,
 		RuntimeStatus: rt,
-		Cache:         e.plg.Cache(),
-		PLEGHealthy:   e.plg.Healthy,
-		RequestRelist: e.plg.RequestRelist,
+		PLEG:          e.plg,
 		StatusSink:    e.sink,
 		Root:          e.root,
 		Clock:         clk,
@@ -202,19 +200,70 @@ func (s *ltStub) counts() (syncs, kills, gcs int) {
 	return len(s.syncs), len(s.kills), s.gcs
 }
 
-// ltCache is a PodCache that always has a status newer than asked.
-type ltCache struct{}
+// ltPLEG is a PLEG whose cache always has a status newer than asked; its
+// funcs, when set, give its answers (healthy and no-op otherwise).
+type ltPLEG struct {
+	healthy func() (bool, error)
+	relist  func(types.UID)
+}
 
-func (ltCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*kubetypes.PodStatus, error) {
+func (ltPLEG) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*kubetypes.PodStatus, error) {
 	return &kubetypes.PodStatus{ID: uid}, nil
 }
+
+func (p ltPLEG) Healthy() (bool, error) {
+	if p.healthy != nil {
+		return p.healthy()
+	}
+	return true, nil
+}
+
+func (p ltPLEG) RequestRelist(uid types.UID) {
+	if p.relist != nil {
+		p.relist(uid)
+	}
+}
+
+// ltObservingPLEG is an ltPLEG with the optional podStatusObserver
+// capability.
+type ltObservingPLEG struct {
+	ltPLEG
+	observe       func(types.UID, *kubetypes.PodStatus)
+	hold, release func(types.UID)
+}
+
+func (p *ltObservingPLEG) ObservePodStatus(uid types.UID, st *kubetypes.PodStatus) {
+	if p.observe != nil {
+		p.observe(uid, st)
+	}
+}
+
+func (p *ltObservingPLEG) HoldPod(uid types.UID) {
+	if p.hold != nil {
+		p.hold(uid)
+	}
+}
+
+func (p *ltObservingPLEG) ReleasePod(uid types.UID) {
+	if p.release != nil {
+		p.release(uid)
+	}
+}
+
+// ltListingPLEG is an ltPLEG with the optional runtimeLister capability.
+type ltListingPLEG struct {
+	ltPLEG
+	listing func() ([]*kubetypes.Pod, time.Time)
+}
+
+func (p ltListingPLEG) Listing() ([]*kubetypes.Pod, time.Time) { return p.listing() }
 
 // ltStubLoop builds a loop over ltStub on a fake clock-like clk.
 func ltStubLoop(t *testing.T, clk clock.WithTicker, mod func(*Config)) (*Loop, *ltStub, chan kubetypes.PodUpdate) {
 	t.Helper()
 	stub := &ltStub{statuses: map[types.UID]*kubetypes.PodStatus{}}
 	updates := make(chan kubetypes.PodUpdate, 16)
-	cfg := Config{Updates: updates, Runtime: stub, Cache: ltCache{}, Clock: clk}
+	cfg := Config{Updates: updates, Runtime: stub, PLEG: ltPLEG{}, Clock: clk}
 	if mod != nil {
 		mod(&cfg)
 	}

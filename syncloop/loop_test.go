@@ -32,7 +32,7 @@ func TestNewValidates(t *testing.T) {
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v", err)
 	}
-	for _, field := range []string{"Updates", "Runtime", "Cache", "SyncPeriod", "Admitters[0]", "Root"} {
+	for _, field := range []string{"Updates", "Runtime", "PLEG", "SyncPeriod", "Admitters[0]", "Root"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not name %s: %v", field, err)
 		}
@@ -379,7 +379,7 @@ func TestPLEGUnhealthyGates(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	healthy := false
 	l, _, updates := ltStubLoop(t, clk, func(c *Config) {
-		c.PLEGHealthy = func() (bool, error) { return healthy, errors.New("relist stalled") }
+		c.PLEG = ltPLEG{healthy: func() (bool, error) { return healthy, errors.New("relist stalled") }}
 	})
 	updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{ltPod("1", "web", 0)}}
 	res := make(chan bool, 1)
@@ -543,7 +543,7 @@ func TestHousekeeping(t *testing.T) {
 	// A desired pod the workers don't know (finished, same UID back) is
 	// started again; a pod that is gone is forgotten by the runtime. Pod
 	// workers that never saw pod 1 stand in for ones that forgot it.
-	fresh, err := podworkers.New(podworkers.Config{Syncer: l.podSyncer, Cache: l.cfg.Cache, Clock: l.cfg.Clock})
+	fresh, err := podworkers.New(podworkers.Config{Syncer: l.podSyncer, Cache: l.cfg.PLEG, Clock: l.cfg.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,17 +599,17 @@ func ltIterateUntil(t *testing.T, l *Loop, cond func() bool) {
 	t.Fatal("condition not reached")
 }
 
-// With Config.RuntimePods, housekeeping takes its listing from there (the
-// PLEG's last one) and does not list the runtime; an orphan in it is
-// killed as from the runtime's own listing.
-func TestHousekeepingUsesRuntimePods(t *testing.T) {
+// With a PLEG that hands out its last listing (at most 2s old),
+// housekeeping takes its listing from there and does not list the
+// runtime; an orphan in it is killed as from the runtime's own listing.
+func TestHousekeepingUsesPLEGListing(t *testing.T) {
 	clk := clocktesting.NewFakeClock(ltEpoch)
 	var asked int
 	l, stub, _ := ltStubLoop(t, clk, func(c *Config) {
-		c.RuntimePods = func(context.Context) ([]*kubetypes.Pod, error) {
+		c.PLEG = ltListingPLEG{listing: func() ([]*kubetypes.Pod, time.Time) {
 			asked++
-			return []*kubetypes.Pod{{ID: "orphan", Name: "o", Sandboxes: []*kubetypes.Container{{ID: "s1", State: kubetypes.ContainerStateRunning}}}}, nil
-		}
+			return []*kubetypes.Pod{{ID: "orphan", Name: "o", Sandboxes: []*kubetypes.Container{{ID: "s1", State: kubetypes.ContainerStateRunning}}}}, clk.Now()
+		}}
 	})
 	// The runtime's own listing would show nothing to kill.
 	stub.pods = nil
@@ -617,10 +617,10 @@ func TestHousekeepingUsesRuntimePods(t *testing.T) {
 		t.Fatal(err)
 	}
 	if asked != 1 {
-		t.Fatalf("RuntimePods asked %d times, want 1", asked)
+		t.Fatalf("PLEG listing asked %d times, want 1", asked)
 	}
 	if st, ok := ltWorkerState(l.PodWorkers(), "orphan"); !ok || st != podworkers.TerminatingPod {
-		t.Fatalf("orphan from RuntimePods: %v %v", st, ok)
+		t.Fatalf("orphan from the PLEG listing: %v %v", st, ok)
 	}
 }
 

@@ -149,7 +149,7 @@ func TestPodSyncerActiveDeadline(t *testing.T) {
 
 // After a sync that changed the pod, the agent reads its status once and
 // hands that read (stamped with when it began) to the PLEG instead of
-// asking it to read the pod again; without ObservePodStatus it asks.
+// asking it to read the pod again; without that capability it asks.
 func TestPodSyncerHandsPostSyncReadToPLEG(t *testing.T) {
 	var mu sync.Mutex
 	var observed []*kubetypes.PodStatus
@@ -158,24 +158,26 @@ func TestPodSyncerHandsPostSyncReadToPLEG(t *testing.T) {
 	var stub *ltStub
 	l, stub, _ := ltStubLoop(t, clk, func(c *Config) {
 		c.Root = t.TempDir()
-		c.ObservePodStatus = func(uid types.UID, st *kubetypes.PodStatus) {
+		p := &ltObservingPLEG{}
+		c.PLEG = p
+		p.observe = func(uid types.UID, st *kubetypes.PodStatus) {
 			mu.Lock()
 			defer mu.Unlock()
 			observed = append(observed, st)
 		}
-		c.RequestRelist = func(uid types.UID) {
+		p.relist = func(uid types.UID) {
 			mu.Lock()
 			defer mu.Unlock()
 			relists = append(relists, string(uid))
 		}
 		// The pod is held in the PLEG while the runtime changes it, and
 		// released before the read handed over.
-		c.HoldPod = func(uid types.UID) {
+		p.hold = func(uid types.UID) {
 			mu.Lock()
 			defer mu.Unlock()
 			order = append(order, fmt.Sprintf("hold %s after %d syncs, %d observed", uid, len(stub.syncs), len(observed)))
 		}
-		c.ReleasePod = func(uid types.UID) {
+		p.release = func(uid types.UID) {
 			mu.Lock()
 			defer mu.Unlock()
 			order = append(order, fmt.Sprintf("release %s after %d syncs, %d observed", uid, len(stub.syncs), len(observed)))
@@ -206,14 +208,14 @@ func TestPodSyncerHandsPostSyncReadToPLEG(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// Without ObservePodStatus, the PLEG is asked to relist the pod.
+	// A PLEG without ObservePodStatus is asked to relist the pod.
 	l2, stub2, _ := ltStubLoop(t, clk, func(c *Config) {
 		c.Root = t.TempDir()
-		c.RequestRelist = func(uid types.UID) {
+		c.PLEG = ltPLEG{relist: func(uid types.UID) {
 			mu.Lock()
 			defer mu.Unlock()
 			relists = append(relists, string(uid))
-		}
+		}}
 	})
 	stub2.started = true
 	if _, err := l2.podSyncer.SyncPod(t.Context(), podworkers.SyncPodCreate, pod, nil, nil); err != nil {
@@ -252,7 +254,7 @@ func TestPodSyncerReadsAfterSyncFromWhatTheSyncKnew(t *testing.T) {
 		c.Root = t.TempDir()
 		rt = &afterSyncStub{ltStub: c.Runtime.(*ltStub)}
 		c.Runtime = rt
-		c.ObservePodStatus = func(types.UID, *kubetypes.PodStatus) { observed++ }
+		c.PLEG = &ltObservingPLEG{observe: func(types.UID, *kubetypes.PodStatus) { observed++ }}
 	})
 	stub.started = true
 	pod := ltPod("1", "web", 0)

@@ -1,4 +1,4 @@
-package nodekit
+package syncloop
 
 import (
 	"context"
@@ -10,16 +10,13 @@ import (
 	"github.com/nodekit/nodekit/kubetypes"
 )
 
-type listingStub struct {
-	pods []*kubetypes.Pod
-	at   time.Time
+// getPodsCounter is an ltStub whose listing is one pod "fresh", counted.
+type getPodsCounter struct {
+	*ltStub
+	calls int
 }
 
-func (l *listingStub) Listing() ([]*kubetypes.Pod, time.Time) { return l.pods, l.at }
-
-type getPodsStub struct{ calls int }
-
-func (g *getPodsStub) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
+func (g *getPodsCounter) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
 	g.calls++
 	return []*kubetypes.Pod{{ID: "fresh"}}, nil
 }
@@ -28,9 +25,14 @@ func (g *getPodsStub) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
 // lists the runtime itself before the first relist and after that.
 func TestRecentListing(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	l := &listingStub{}
-	rt := &getPodsStub{}
-	list := recentListing(l, rt, clk)
+	var listed []*kubetypes.Pod
+	var at time.Time
+	var rt *getPodsCounter
+	l, _, _ := ltStubLoop(t, clk, func(c *Config) {
+		rt = &getPodsCounter{ltStub: c.Runtime.(*ltStub)}
+		c.Runtime = rt
+		c.PLEG = ltListingPLEG{listing: func() ([]*kubetypes.Pod, time.Time) { return listed, at }}
+	})
 	for _, tc := range []struct {
 		name      string
 		listedAgo time.Duration // <0: no relist yet
@@ -42,11 +44,11 @@ func TestRecentListing(t *testing.T) {
 		{"2s old", 2 * time.Second, "listed", 1},
 		{"older", 2*time.Second + time.Millisecond, "fresh", 2},
 	} {
-		l.pods, l.at = nil, time.Time{}
+		listed, at = nil, time.Time{}
 		if tc.listedAgo >= 0 {
-			l.pods, l.at = []*kubetypes.Pod{{ID: "listed"}}, clk.Now().Add(-tc.listedAgo)
+			listed, at = []*kubetypes.Pod{{ID: "listed"}}, clk.Now().Add(-tc.listedAgo)
 		}
-		pods, err := list(t.Context())
+		pods, err := l.runtimePods(t.Context())
 		if err != nil || len(pods) != 1 || string(pods[0].ID) != tc.want || rt.calls != tc.calls {
 			t.Fatalf("%s: pods %v, %v, runtime listed %d times; want %s and %d", tc.name, pods, err, rt.calls, tc.want, tc.calls)
 		}
