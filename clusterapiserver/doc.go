@@ -4,11 +4,11 @@
 //
 //   - the pod source "api": the pods bound to the node (podconfig/apiserver);
 //   - the pod status sink: status patches, static pods reported on their
-//     mirror pods, finished pods deleted (nodestatus/apiserver.PodStatusSink);
+//     mirror pods, finished pods deleted (podstatus/apiserver.PodStatusSink);
 //   - node registration and status (nodestatus.Controller with the default
 //     setters; Ready follows the runtime's readiness and the PLEG's health);
 //   - the node lease (nodestatus/apiserver.LeaseController);
-//   - mirror pods for the static pods (nodestatus/apiserver.MirrorClient).
+//   - mirror pods for the static pods (podstatus/apiserver.MirrorClient).
 //
 // The client should carry the node's own credential (system:node:<name>).
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/nodestatus"
 	nsapiserver "github.com/nodekit/nodekit/nodestatus/apiserver"
 	pcapiserver "github.com/nodekit/nodekit/podconfig/apiserver"
+	psapiserver "github.com/nodekit/nodekit/podstatus/apiserver"
 )
 
 // ErrInvalidConfig: a Config field is invalid; the wrapping error names it.
@@ -80,9 +81,9 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 	case cfg.NodeName == "":
 		cfgErr = fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
 	}
-	var sink *nsapiserver.PodStatusSink
+	var sink *psapiserver.PodStatusSink
 	if cfgErr == nil {
-		sink, cfgErr = nsapiserver.NewPodStatusSink(nsapiserver.PodStatusSinkConfig{Client: cfg.Client, Logger: cfg.Logger})
+		sink, cfgErr = psapiserver.NewPodStatusSink(psapiserver.PodStatusSinkConfig{Client: cfg.Client, Logger: cfg.Logger})
 	}
 	var podSource nodekit.PodSourceFunc = func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 		if cfgErr != nil {
@@ -155,7 +156,7 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	mirrors, err := nsapiserver.NewMirrorClient(nsapiserver.MirrorClientConfig{
+	mirrors, err := psapiserver.NewMirrorClient(psapiserver.MirrorClientConfig{
 		Client: cfg.Client, NodeName: cfg.NodeName, StaticPods: a.Pods, Period: cfg.MirrorPeriod, Logger: cfg.Logger,
 	})
 	if err != nil {

@@ -75,7 +75,7 @@ type Config struct {
 // that is the static pod's UID.
 //
 // Statuses are kept by the pod's own UID, static pods included: the API
-// server sink (nodestatus/apiserver.PodStatusSink) reports a static pod's
+// server sink (podstatus/apiserver.PodStatusSink) reports a static pod's
 // status on its mirror pod, skips static pods without one, and never
 // deletes a mirror pod.
 type Manager struct {

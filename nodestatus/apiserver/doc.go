@@ -22,9 +22,7 @@
 // write, as the node lifecycle controller only counts a renew time later
 // than the one it saw. Stopping the controller leaves the lease to expire.
 //
-// PodStatusSink and MirrorClient are the pod side: pod status patches
-// (the podstatus.Manager hands over only the latest status per pod,
-// also after an outage) and mirror pods for static pods.
+// The pod side (pod status patches and mirror pods) is podstatus/apiserver.
 //
 //	sink, _ := apiserver.NewSink(apiserver.SinkConfig{Client: client, NodeName: name})
 //	ctrl, _ := nodestatus.New(nodestatus.Config{NodeName: name, Sink: sink, Setters: setters})

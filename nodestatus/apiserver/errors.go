@@ -21,12 +21,3 @@ var (
 	// ErrWrongNode: the sink was handed a node of another name.
 	ErrWrongNode = errors.New("nodestatus/apiserver: node name does not match")
 )
-
-// Errors of the pod side (PodStatusSink, MirrorClient).
-var (
-	// ErrInvalidPod: a nil pod, or one without the fields needed.
-	ErrInvalidPod = errors.New("nodestatus/apiserver: invalid pod")
-	// ErrNoMirrorPod: a static pod has no current mirror pod to report its
-	// status on yet.
-	ErrNoMirrorPod = errors.New("nodestatus/apiserver: static pod has no mirror pod")
-)

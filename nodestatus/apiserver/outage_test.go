@@ -19,7 +19,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/nodestatus"
-	"github.com/nodekit/nodekit/podstatus"
 )
 
 // errUnreachable is what a client sees while the API server is down.
@@ -219,73 +218,5 @@ func TestNodeStatusOutageSendsLatestOnce(t *testing.T) {
 	}
 	if v := verbs(client, "nodes"); len(v) != 0 {
 		t.Errorf("second sync back made calls %v, want none (nothing changed)", v)
-	}
-}
-
-// TestPodStatusOutageSendsLatestOnly: the StatusManager with the API
-// server's PodStatusSink: statuses set during an outage are not queued;
-// after the return one sync patches each pod once, with its latest status.
-func TestPodStatusOutageSendsLatestOnly(t *testing.T) {
-	pods := []*v1.Pod{apiPod("a", "uid-a"), apiPod("b", "uid-b")}
-	sink, client := newPodSink(t, pods...)
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	o := newOutage(client, clk)
-	m, err := podstatus.New(podstatus.Config{Sink: sink, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	status := func(i int) v1.PodStatus {
-		return v1.PodStatus{Phase: v1.PodRunning, Message: fmt.Sprintf("v%d", i),
-			ContainerStatuses: []v1.ContainerStatus{{Name: "c", Image: "busybox", ContainerID: "containerd://c1",
-				State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(clk.Now())}}}}}
-	}
-	for _, p := range pods {
-		m.SetPodStatus(p, status(0))
-	}
-	if err := m.SyncOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	o.down.Store(true)
-	const versions = 10
-	for i := 1; i <= versions; i++ {
-		for _, p := range pods {
-			m.SetPodStatus(p, status(i))
-		}
-		clk.Step(time.Second)
-		if err := m.SyncOnce(ctx); !errors.Is(err, podstatus.ErrSink) {
-			t.Fatalf("sync %d during the outage: %v", i, err)
-		}
-	}
-	if err := m.ResyncAll(ctx); !errors.Is(err, podstatus.ErrSink) {
-		t.Fatalf("resync during the outage: %v", err)
-	}
-	if n := len(o.failed("patch", "pods")); n != 0 {
-		t.Errorf("%d patches tried during the outage (the read fails first)", n)
-	}
-	if n, most := o.count(), (versions+1)*len(pods); n > most {
-		t.Errorf("%d requests during the outage, want at most one per pod per sync (%d)", n, most)
-	}
-
-	o.down.Store(false)
-	client.ClearActions()
-	if err := m.SyncOnce(ctx); err != nil {
-		t.Fatalf("first sync back: %v", err)
-	}
-	if n := len(actionsOf(client, "patch")); n != len(pods) {
-		t.Errorf("%d patches after the return, want one per pod (%d)", n, len(pods))
-	}
-	for _, p := range pods {
-		if got := getPod(t, client, p.Name).Status.Message; got != fmt.Sprintf("v%d", versions) {
-			t.Errorf("pod %s status %q in the API, want the latest v%d", p.Name, got, versions)
-		}
-	}
-	client.ClearActions()
-	if err := m.ResyncAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(actionsOf(client, "patch")); n != 0 {
-		t.Errorf("resync after catching up patched %d times, want 0", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -317,5 +318,30 @@ func TestPodStatusSinkUIDPreconditionFailure(t *testing.T) {
 	s.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d statuses recorded as sent after rejected patches", n)
+	}
+}
+
+// TestConstructorsReportEveryProblem: NewMirrorClient and NewPodStatusSink
+// name every bad field at once.
+func TestConstructorsReportEveryProblem(t *testing.T) {
+	_, mirrorErr := NewMirrorClient(MirrorClientConfig{Period: -1})
+	_, statusErr := NewPodStatusSink(PodStatusSinkConfig{MaxCachedStatuses: -1})
+	for _, tc := range []struct {
+		name  string
+		err   error
+		names []string
+	}{
+		{"NewMirrorClient", mirrorErr, []string{"Client", "NodeName", "Period"}},
+		{"NewPodStatusSink", statusErr, []string{"Client", "MaxCachedStatuses"}},
+	} {
+		if !errors.Is(tc.err, ErrInvalidConfig) {
+			t.Errorf("%s = %v, want ErrInvalidConfig", tc.name, tc.err)
+			continue
+		}
+		for _, n := range tc.names {
+			if !strings.Contains(tc.err.Error(), n) {
+				t.Errorf("%s = %v: %s not named", tc.name, tc.err, n)
+			}
+		}
 	}
 }

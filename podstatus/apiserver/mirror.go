@@ -78,7 +78,7 @@ func NewMirrorClient(cfg MirrorClientConfig) (*MirrorClient, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &MirrorClient{cfg: cfg, log: cfg.Logger.Named("nodestatus.apiserver.mirror").With(zap.String("node", cfg.NodeName))}, nil
+	return &MirrorClient{cfg: cfg, log: cfg.Logger.Named("podstatus.apiserver.mirror").With(zap.String("node", cfg.NodeName))}, nil
 }
 
 func fullName(p *v1.Pod) string { return p.Namespace + "/" + p.Name }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/nodestatus/apiserver"
+	"github.com/nodekit/nodekit/podstatus/apiserver"
 )
 
 // A static pod gets a mirror pod in the API server, and its status is

@@ -34,7 +34,7 @@ type PodStatusSinkConfig struct {
 // DefaultMaxCachedStatuses is the default PodStatusSinkConfig.MaxCachedStatuses.
 const DefaultMaxCachedStatuses = 4096
 
-// PodStatusSink is the podstatus.Sink (and StatusPodDeleter) of a
+// PodStatusSink is the podstatus.Sink (and PodDeleter) of a
 // Kubernetes API server: it patches the status subresource of the pod with
 // a strategic merge patch that carries the pod's UID as a precondition,
 // reports a static pod's status on its mirror pod, and deletes finished
@@ -74,7 +74,7 @@ func NewPodStatusSink(cfg PodStatusSinkConfig) (*PodStatusSink, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &PodStatusSink{cfg: cfg, log: cfg.Logger.Named("nodestatus.apiserver.pods"), sent: make(map[types.UID]v1.PodStatus)}, nil
+	return &PodStatusSink{cfg: cfg, log: cfg.Logger.Named("podstatus.apiserver"), sent: make(map[types.UID]v1.PodStatus)}, nil
 }
 
 // isMirrorOf reports whether mirror is the current mirror pod of the static pod.
