@@ -56,10 +56,10 @@ type Agent struct {
 	// the first pod is admitted).
 	starters []func(ctx context.Context) error
 
-	// updates and events carry podconfig's and pleg's streams, converted, to
-	// the sync loop (which imports neither package).
+	// updates carries podconfig's updates to the sync loop, and is closed
+	// when podconfig's stream ends; the loop reads the PLEG's events from
+	// its Watch channel.
 	updates chan kubetypes.PodUpdate
-	events  chan *kubetypes.PodLifecycleEvent
 
 	once  lifecycle.Once
 	done  chan struct{}
@@ -210,7 +210,6 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		r.start("source "+s.name, s.src.Run)
 	}
 	r.start("pleg", a.pleg.Run)
-	r.start("pleg events", a.forwardEvents)
 	r.start("pod updates", a.forwardUpdates)
 	for _, p := range a.parts {
 		r.start(p.name, p.run)
@@ -288,23 +287,6 @@ func (a *Agent) forwardUpdates(ctx context.Context) error {
 			}
 			select {
 			case a.updates <- u:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
-}
-
-// forwardEvents converts the PLEG's events for the sync loop until ctx ends.
-func (a *Agent) forwardEvents(ctx context.Context) error {
-	in := a.pleg.Watch()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e := <-in:
-			select {
-			case a.events <- e:
 			case <-ctx.Done():
 				return nil
 			}

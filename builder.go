@@ -2,25 +2,24 @@ package nodekit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cpumanager"
+	"github.com/nodekit/nodekit/containermgr/memorymanager"
 	"github.com/nodekit/nodekit/kuberuntime"
-	"github.com/nodekit/nodekit/kuberuntime/fake"
-	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podstatus"
+	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/volumemgr"
 )
 
 // CRI is a container runtime as the Builder takes it: both halves of the CRI
@@ -87,11 +86,22 @@ type Builder struct {
 	runtimeEdits  []func(*kuberuntime.Config)
 	loopEdits     []func(*syncloop.Config)
 	parts         []extraPart
-	// afterBuild finish parts that need the built Agent (the prober needs
-	// the status manager); run only when everything else built.
-	afterBuild []func(*Agent) error
+	eventedPLEG   bool
 
-	eventedPLEG bool
+	// The one-call wirings, recorded by their With call and built by Build
+	// (build.go) in one fixed order, whatever the order of the calls.
+	withProber       bool
+	proberEdits      []func(*prober.Config)
+	volumeMgr        *volumemgr.Manager
+	containerMgr     *containermgr.Manager
+	cpuMgr           *cpumanager.Manager
+	memoryMgr        *memorymanager.Manager
+	evictions        []evictionSetting
+	clusters         []Cluster
+	containerdEvents []string
+	// misuse holds the problems of With calls (a nil manager, a call made
+	// twice), reported by Build with the rest.
+	misuse []error
 }
 
 // NewBuilder returns a Builder with no settings.
@@ -201,231 +211,6 @@ func partErr(part string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, part, err)
 }
 
-// Build checks every setting and builds every part by calling its New, so
-// that each part validates its own configuration. It returns all problems at
-// once (errors.Join), each naming the part and the field. Build starts
-// nothing and does no I/O.
-func (b *Builder) Build() (*Agent, error) {
-	var errs []error
-	clk := b.clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	log := b.logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	a := &Agent{clock: clk, log: log.Named("nodekit"), done: make(chan struct{})}
-
-	if b.nodeName == "" {
-		errs = append(errs, configErr("builder", "NodeName is required (WithNodeName)"))
-	}
-	if b.rootDir == "" {
-		errs = append(errs, configErr("builder", "RootDir is required (WithRootDir)"))
-	} else if !filepath.IsAbs(b.rootDir) {
-		errs = append(errs, configErr("builder", "RootDir %q must be an absolute path", b.rootDir))
-	}
-	logsRoot := b.podLogsRoot
-	if logsRoot == "" && b.rootDir != "" {
-		logsRoot = filepath.Join(b.rootDir, "pod-logs")
-	}
-
-	// The container runtime.
-	var cri CRI
-	switch {
-	case b.runtimes == 0:
-		errs = append(errs, configErr("builder", "no runtime: use WithRuntime, WithRuntimeEndpoint or WithFakeRuntime"))
-	case b.runtimes > 1:
-		errs = append(errs, configErr("builder", "%d runtimes given: use exactly one of WithRuntime, WithRuntimeEndpoint and WithFakeRuntime", b.runtimes))
-	case b.withCRI:
-		if b.cri == nil {
-			errs = append(errs, configErr("builder", "WithRuntime was given a nil runtime"))
-		}
-		cri = b.cri
-	case b.useFake:
-		f, err := fake.New(fake.Config{Clock: clk, Images: b.fakeImages, Logger: log})
-		if err != nil {
-			errs = append(errs, partErr("runtime/fake", err))
-		} else {
-			a.fake, cri = f, f
-		}
-	default:
-		c, err := remote.New(remote.Config{Endpoint: b.endpoint, Clock: clk, Logger: log})
-		if err != nil {
-			errs = append(errs, partErr("runtime/remote", err))
-		} else {
-			a.remote, cri = c, c
-		}
-	}
-
-	// With a Registerer, the parts drive the runtime through a wrapper that
-	// counts and times every CRI call (kubelet_runtime_operations_*).
-	driven := cri
-	if cri != nil && b.registerer != nil {
-		w, err := kuberuntime.Instrument(kuberuntime.InstrumentConfig{Runtime: cri, Images: cri, Registerer: b.registerer, Clock: clk})
-		if err != nil {
-			errs = append(errs, partErr("runtime metrics", err))
-		} else {
-			driven = w
-		}
-	}
-
-	// The runtime engine. Its PodState comes from the pod workers, which
-	// exist only once the sync loop is built: podState forwards to them.
-	ps := &podState{}
-	var mgr *kuberuntime.Manager
-	if cri != nil {
-		rcfg := kuberuntime.Config{
-			Runtime: driven, Images: driven, PodLogsRoot: logsRoot, NodeName: b.nodeName,
-			PodState: ps, NodeAllocatable: b.allocatable, Clock: clk, Logger: log, Registerer: b.registerer,
-			Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
-		}
-		if filepath.IsAbs(b.rootDir) {
-			rcfg.PodsDir = filepath.Join(b.rootDir, syncloop.PodsDirName)
-		}
-		for _, edit := range b.runtimeEdits {
-			edit(&rcfg)
-		}
-		m, err := kuberuntime.New(rcfg)
-		if err != nil {
-			errs = append(errs, partErr("runtime", err))
-		} else {
-			mgr = m
-		}
-	}
-	a.cri, a.mgr = cri, mgr
-
-	// Pod sources and their merge.
-	var names []string
-	if b.manifestDir != "" {
-		names = append(names, kubetypes.SourceFile)
-	}
-	seen := map[string]bool{}
-	for _, s := range b.sources {
-		switch {
-		case s.name == "":
-			errs = append(errs, configErr("builder", "WithPodSource: empty source name"))
-		case s.name == kubetypes.SourceFile && b.manifestDir != "", seen[s.name]:
-			errs = append(errs, configErr("builder", "WithPodSource: source %q given twice", s.name))
-		case s.make == nil:
-			errs = append(errs, configErr("builder", "WithPodSource(%q): nil source func", s.name))
-		default:
-			names = append(names, s.name)
-		}
-		seen[s.name] = true
-	}
-	pc, err := podconfig.New(podconfig.Config{
-		Mode: b.mode, Sources: names, Clock: clk, Logger: log, Registerer: b.registerer,
-	})
-	if err != nil {
-		errs = append(errs, partErr("podconfig", err))
-	} else {
-		a.podConfig = pc
-		if b.manifestDir != "" {
-			if err := a.addFileSource(b.manifestDir, b.nodeName, clk, log); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		for _, s := range b.sources {
-			if s.name == "" || s.make == nil {
-				continue
-			}
-			ch, err := pc.Channel(s.name)
-			if err != nil {
-				errs = append(errs, partErr("podconfig source "+s.name, err))
-				continue
-			}
-			src, err := s.make(ch)
-			if err == nil && src == nil {
-				err = errors.New("the source func returned a nil PodSource")
-			}
-			if err != nil {
-				errs = append(errs, partErr("podconfig source "+s.name, err))
-				continue
-			}
-			a.sources = append(a.sources, sourceRun{name: s.name, src: src})
-		}
-	}
-
-	// The PLEG. A part that failed above is replaced by a typed nil so the
-	// next parts still validate the rest of their configuration.
-	var g podLifecycle
-	pcfg := pleg.Config{Runtime: orNil(mgr), Clock: clk, Logger: log, Registerer: b.registerer}
-	if src, ok := driven.(pleg.EventSource); ok && b.eventedPLEG {
-		ev, err := pleg.NewEvented(pleg.EventedConfig{Config: pcfg, Events: src})
-		if err != nil {
-			errs = append(errs, partErr("pleg", err))
-		} else {
-			a.generic, a.evented, g = ev.Generic(), ev, ev
-		}
-	} else {
-		gen, err := pleg.New(pcfg)
-		if err != nil {
-			errs = append(errs, partErr("pleg", err))
-		} else {
-			a.generic, g = gen, gen
-		}
-	}
-	a.pleg = g
-
-	// The sync loop with the pod workers and the status manager.
-	a.updates = make(chan kubetypes.PodUpdate)
-	a.events = make(chan *kubetypes.PodLifecycleEvent, pleg.DefaultChannelCapacity)
-	lcfg := syncloop.Config{
-		NodeName:        b.nodeName,
-		Updates:         a.updates,
-		Events:          a.events,
-		SourcesReady:    a.sourcesReady,
-		Runtime:         mgr,
-		StatusSink:      b.sink,
-		Root:            b.rootDir,
-		Admitters:       b.admitters,
-		NodeAllocatable: b.allocatable,
-		Clock:           clk,
-		Logger:          log,
-		Registerer:      b.registerer,
-		Volumes:         b.volumes,
-		Cgroups:         b.cgroups,
-		Probes:          b.probes,
-		ProbeState:      b.probeState,
-	}
-	if st, ok := driven.(RuntimeStatuser); ok {
-		lcfg.RuntimeStatus = st
-	}
-	if g != nil {
-		lcfg.PLEG = g
-	}
-	for _, edit := range b.loopEdits {
-		edit(&lcfg)
-	}
-	loop, err := syncloop.New(lcfg)
-	if err != nil {
-		errs = append(errs, partErr("syncloop", err))
-	}
-	a.loop = loop
-	ps.loop = loop
-
-	for _, p := range b.parts {
-		if p.name == "" || p.run == nil {
-			errs = append(errs, configErr("builder", "WithPart: a part needs a name and a run func"))
-			continue
-		}
-		a.parts = append(a.parts, p)
-	}
-
-	if len(errs) == 0 {
-		for _, f := range b.afterBuild {
-			if err := f(a); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return a, nil
-}
-
 func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.Logger) error {
 	ch, err := a.podConfig.Channel(kubetypes.SourceFile)
 	if err != nil {
@@ -442,25 +227,4 @@ func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.
 	}
 	a.sources = append(a.sources, sourceRun{name: kubetypes.SourceFile, src: fs})
 	return nil
-}
-
-// orNil gives pleg a non-nil Runtime when the runtime failed to build, so
-// that pleg's own checks still run (the Agent is discarded in that case).
-func orNil(m *kuberuntime.Manager) pleg.Runtime {
-	if m == nil {
-		return (*kuberuntime.Manager)(nil)
-	}
-	return m
-}
-
-// podState is the runtime engine's view of the pod workers, for garbage
-// collection. loop is set once by Build before anything runs.
-type podState struct{ loop *syncloop.Loop }
-
-func (p *podState) ShouldPodContentBeRemoved(uid types.UID) bool {
-	return p.loop != nil && p.loop.PodWorkers().ShouldPodContentBeRemoved(uid)
-}
-
-func (p *podState) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
-	return p.loop != nil && p.loop.PodWorkers().ShouldPodRuntimeBeRemoved(uid)
 }

@@ -3,7 +3,6 @@ package nodekit
 import (
 	"context"
 
-	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podstatus"
 )
 
@@ -23,7 +22,7 @@ type Cluster struct {
 	// as the pod source "api" (podconfig.SourceAPI). Required.
 	PodSource PodSourceFunc
 	// StatusSink receives the pod statuses unless WithStatusSink gave a
-	// sink before WithCluster. Nil keeps the default.
+	// sink (before or after WithCluster). Nil keeps the default.
 	StatusSink podstatus.Sink
 	// Parts builds, from the built Agent, the components that run with it.
 	// It is called by Build once everything else built; an error fails
@@ -32,34 +31,38 @@ type Cluster struct {
 }
 
 // WithCluster joins the agent to a cluster: the API server becomes a pod
-// source (named "api"), its status sink (unless one was set before) and
+// source (named "api"), its status sink (unless WithStatusSink gave one) and
 // the parts of c run with the agent, after the PLEG and before the sync
 // loop, stopped in reverse order.
 func (b *Builder) WithCluster(c Cluster) *Builder {
-	if c.PodSource == nil {
-		b.afterBuild = append(b.afterBuild, func(*Agent) error {
-			return configErr("cluster", "WithCluster: PodSource is required")
-		})
-		return b
-	}
-	b.WithPodSource(kubetypes.SourceAPI, c.PodSource)
-	if b.sink == nil && c.StatusSink != nil {
-		b.sink = c.StatusSink
-	}
-	if c.Parts != nil {
-		b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-			parts, err := c.Parts(a)
-			if err != nil {
-				return partErr("cluster", err)
-			}
-			for _, p := range parts {
-				if p.Name == "" || p.Run == nil {
-					return configErr("cluster", "a cluster part needs a name and a run func")
-				}
-				a.parts = append(a.parts, extraPart{name: p.Name, run: p.Run})
-			}
-			return nil
-		})
+	switch {
+	case c.PodSource == nil:
+		b.misuse = append(b.misuse, configErr("cluster", "WithCluster: PodSource is required"))
+	case len(b.clusters) > 0:
+		b.misuse = append(b.misuse, configErr("cluster", "WithCluster given twice"))
+	default:
+		b.clusters = append(b.clusters, c)
 	}
 	return b
+}
+
+// clusterParts builds the cluster's parts from the built Agent.
+func (bd *build) clusterParts() {
+	for _, c := range bd.b.clusters {
+		if c.Parts == nil {
+			continue
+		}
+		parts, err := c.Parts(bd.a)
+		if err != nil {
+			bd.fail(partErr("cluster", err))
+			continue
+		}
+		for _, p := range parts {
+			if p.Name == "" || p.Run == nil {
+				bd.fail(configErr("cluster", "a cluster part needs a name and a run func"))
+				continue
+			}
+			bd.a.parts = append(bd.a.parts, extraPart{name: p.Name, run: p.Run})
+		}
+	}
 }

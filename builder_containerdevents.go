@@ -32,21 +32,27 @@ import (
 // agrees). The kubelet never overlaps them: it learns of exits from the
 // CRI. examples/standalone therefore leaves this off unless asked.
 func (b *Builder) WithContainerdEvents(endpoint string) *Builder {
-	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-		ep := endpoint
-		if ep == "" {
-			ep = b.endpoint
-		}
-		if ep == "" {
-			return configErr("containerdevents", "WithContainerdEvents: no endpoint given and no WithRuntimeEndpoint")
-		}
-		log := b.logger
-		if log == nil {
-			log = zap.NewNop()
-		}
-		return a.addContainerdEvents(ep, log)
-	})
+	if len(b.containerdEvents) > 0 {
+		return b.fail("WithContainerdEvents given twice")
+	}
+	b.containerdEvents = append(b.containerdEvents, endpoint)
 	return b
+}
+
+// buildContainerdEvents makes the watcher of WithContainerdEvents.
+func (bd *build) buildContainerdEvents() {
+	for _, ep := range bd.b.containerdEvents {
+		if ep == "" {
+			ep = bd.b.endpoint
+		}
+		if ep == "" {
+			bd.fail(configErr("containerdevents", "WithContainerdEvents: no endpoint given and no WithRuntimeEndpoint"))
+			continue
+		}
+		if err := bd.a.addContainerdEvents(ep, bd.log); err != nil {
+			bd.fail(err)
+		}
+	}
 }
 
 func (a *Agent) addContainerdEvents(endpoint string, log *zap.Logger) error {

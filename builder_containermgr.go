@@ -1,16 +1,9 @@
 package nodekit
 
 import (
-	"context"
-	"fmt"
-
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/memorymanager"
-	"github.com/nodekit/nodekit/kuberuntime"
-	"github.com/nodekit/nodekit/syncloop"
 )
 
 // WithContainerManager wires a cgroup container manager in one call: pod
@@ -19,21 +12,7 @@ import (
 // node's allocatable resources, the QoS tree is made before the first pod
 // runs, and the manager's periodic QoS update runs for the agent's life.
 func (b *Builder) WithContainerManager(m *containermgr.Manager) *Builder {
-	if m == nil {
-		return b.fail("WithContainerManager was given a nil manager")
-	}
-	b.WithCgroups(m, m)
-	b.WithNodeAllocatable(m.NodeAllocatable)
-	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-		a.starters = append(a.starters, func(ctx context.Context) error {
-			if err := m.Start(ctx); err != nil {
-				return fmt.Errorf("nodekit: starting the container manager: %w", err)
-			}
-			return nil
-		})
-		return nil
-	})
-	return b.WithPart("containermgr", m.Run)
+	return record(b, &b.containerMgr, m, "WithContainerManager")
 }
 
 // WithCPUManager wires a CPU manager in one call: it loads its checkpoint
@@ -42,25 +21,7 @@ func (b *Builder) WithContainerManager(m *containermgr.Manager) *Builder {
 // their cpusets, CPUs come back when a pod has stopped, and the reconcile
 // loop runs for the agent's life.
 func (b *Builder) WithCPUManager(m *cpumanager.Manager) *Builder {
-	if m == nil {
-		return b.fail("WithCPUManager was given a nil manager")
-	}
-	b.WithAdmitHandler(syncloop.AdmitFunc(func(pod *v1.Pod, active []*v1.Pod) syncloop.AdmitResult {
-		ok, reason, msg := m.Admit(pod, active)
-		return syncloop.AdmitResult{Admit: ok, Reason: reason, Message: msg}
-	}))
-	b.WithRuntimeConfig(func(c *kuberuntime.Config) { c.CPUSets = m })
-	b.WithPodTerminated(func(_ context.Context, pod *v1.Pod) error { return m.RemovePod(string(pod.UID)) })
-	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-		a.starters = append(a.starters, func(ctx context.Context) error {
-			if err := m.Start(ctx, a.ActivePods); err != nil {
-				return fmt.Errorf("nodekit: starting the CPU manager: %w", err)
-			}
-			return nil
-		})
-		return nil
-	})
-	return b.WithPart("cpumanager", m.Run)
+	return record(b, &b.cpuMgr, m, "WithCPUManager")
 }
 
 // WithMemoryManager wires a memory manager: it loads its checkpoint before
@@ -68,29 +29,24 @@ func (b *Builder) WithCPUManager(m *cpumanager.Manager) *Builder {
 // NUMA node (a pod that fits nowhere is rejected), and the memory comes back
 // when a pod has stopped.
 func (b *Builder) WithMemoryManager(m *memorymanager.Manager) *Builder {
-	if m == nil {
-		return b.fail("WithMemoryManager was given a nil manager")
+	return record(b, &b.memoryMgr, m, "WithMemoryManager")
+}
+
+// record keeps the manager of a one-call wiring for Build; a nil manager or
+// a second call is a misuse Build reports.
+func record[T any](b *Builder, dst **T, m *T, call string) *Builder {
+	switch {
+	case m == nil:
+		return b.fail("%s was given a nil manager", call)
+	case *dst != nil:
+		return b.fail("%s given twice", call)
 	}
-	b.WithAdmitHandler(syncloop.AdmitFunc(func(pod *v1.Pod, active []*v1.Pod) syncloop.AdmitResult {
-		ok, reason, msg := m.Admit(pod, active)
-		return syncloop.AdmitResult{Admit: ok, Reason: reason, Message: msg}
-	}))
-	b.WithPodTerminated(func(_ context.Context, pod *v1.Pod) error { return m.RemovePod(string(pod.UID)) })
-	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-		a.starters = append(a.starters, func(ctx context.Context) error {
-			if err := m.StartWithActivePods(ctx, a.ActivePods); err != nil {
-				return fmt.Errorf("nodekit: starting the memory manager: %w", err)
-			}
-			return nil
-		})
-		return nil
-	})
+	*dst = m
 	return b
 }
 
 // fail records a Builder misuse, reported by Build with the rest.
 func (b *Builder) fail(format string, args ...any) *Builder {
-	err := configErr("builder", format, args...)
-	b.afterBuild = append(b.afterBuild, func(*Agent) error { return err })
+	b.misuse = append(b.misuse, configErr("builder", format, args...))
 	return b
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -17,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/eviction/imagegc"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -87,52 +87,35 @@ func (b *Builder) WithEviction(cfg eviction.Config) *Builder {
 // The manager implements nodestatus.PressureSource; opts.Built gives it to
 // the caller.
 func (b *Builder) WithEvictionOptions(cfg eviction.Config, opts EvictionOptions) *Builder {
-	w := &evictionWiring{}
-	// Admission is configured before the sync loop is built; the handler
-	// finds the manager once Build made it.
-	b.WithAdmitHandler(syncloop.AdmitFunc(func(pod *v1.Pod, active []*v1.Pod) syncloop.AdmitResult {
-		m := w.manager()
-		if m == nil {
-			return syncloop.AdmitResult{Admit: true}
-		}
-		ok, reason, msg := m.Admit(pod, active)
-		return syncloop.AdmitResult{Admit: ok, Reason: reason, Message: msg}
-	}))
-	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-		parts, err := b.buildEviction(a, cfg, opts)
-		if err != nil {
-			return err
-		}
-		w.set(parts.Manager)
-		a.eviction.Store(parts.Manager)
-		if opts.Built != nil {
-			*opts.Built = parts
-		}
-		if parts.ImageGC != nil {
-			a.parts = append(a.parts, extraPart{name: "imagegc", run: parts.ImageGC.Run})
-		}
-		a.parts = append(a.parts, extraPart{name: "eviction", run: parts.Manager.Run})
-		return nil
-	})
+	if len(b.evictions) > 0 {
+		return b.fail("WithEviction given twice")
+	}
+	b.evictions = append(b.evictions, evictionSetting{cfg: cfg, opts: opts})
 	return b
 }
 
-// evictionWiring hands the built manager to the admit handler.
-type evictionWiring struct {
-	mu sync.RWMutex
-	m  *eviction.Manager
+type evictionSetting struct {
+	cfg  eviction.Config
+	opts EvictionOptions
 }
 
-func (w *evictionWiring) set(m *eviction.Manager) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.m = m
-}
-
-func (w *evictionWiring) manager() *eviction.Manager {
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	return w.m
+// buildEvictionPart makes the eviction manager (and its image GC) of
+// WithEvictionOptions, before the sync loop, whose admission asks it.
+func (bd *build) buildEvictionPart() {
+	if len(bd.b.evictions) == 0 {
+		return
+	}
+	e := bd.b.evictions[0]
+	parts, err := bd.b.buildEviction(bd.a, e.cfg, e.opts)
+	if err != nil {
+		bd.fail(err)
+		return
+	}
+	bd.a.eviction.Store(parts.Manager)
+	bd.evictionParts = &parts
+	if e.opts.Built != nil {
+		*e.opts.Built = parts
+	}
 }
 
 func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOptions) (EvictionParts, error) {
@@ -158,8 +141,8 @@ func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpti
 		cfg.ContainerGC = containerGC{a: a, policy: policy}
 	}
 	if cfg.Stats == nil {
-		cm, ok := b.cgroups.(*containermgr.Manager)
-		if !ok || cm == nil {
+		cm := b.containerMgr
+		if cm == nil {
 			return parts, configErr("eviction", "Stats is required when no container manager was wired (WithContainerManager)")
 		}
 		logs := b.podLogsRoot
@@ -174,7 +157,7 @@ func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpti
 		}
 		cfg.Stats = st
 	}
-	if cm, ok := b.cgroups.(*containermgr.Manager); ok && cm != nil && opts.MemcgNotifier && len(cfg.Notifiers) == 0 {
+	if cm := b.containerMgr; cm != nil && opts.MemcgNotifier && len(cfg.Notifiers) == 0 {
 		ts := cfg.Thresholds
 		if cfg.EnforceAllocatable {
 			ts = eviction.WithAllocatableThresholds(ts)
@@ -258,19 +241,7 @@ func (a *Agent) evictPod(ctx context.Context, pod *v1.Pod, status v1.PodStatus, 
 	}
 	g := grace
 	return a.loop.PodWorkers().KillPodAndWait(ctx, pod, true, &g, func(s *v1.PodStatus) {
-		s.Phase, s.Reason, s.Message = status.Phase, status.Reason, status.Message
-		for _, c := range status.Conditions {
-			replaced := false
-			for i := range s.Conditions {
-				if s.Conditions[i].Type == c.Type {
-					s.Conditions[i], replaced = c, true
-					break
-				}
-			}
-			if !replaced {
-				s.Conditions = append(s.Conditions, c)
-			}
-		}
+		podstatus.ApplyKillStatus(s, status)
 	})
 }
 
@@ -283,23 +254,11 @@ type containerGC struct {
 }
 
 func (g containerGC) DeleteAllUnusedContainers(ctx context.Context) error {
-	return g.a.mgr.GarbageCollect(ctx, g.policy, g.a.sourcesReady())
-}
-
-// cgroupPaths gives the cgroup file system root and the pods cgroup
-// relative to a hierarchy root, once the container manager has started.
-func cgroupPaths(cm *containermgr.Manager) (root, pods string, err error) {
-	cgm := cm.CgroupManager()
-	if cgm == nil {
-		return "", "", errors.New("nodekit: the container manager has not started")
+	var pods kubetypes.PodStateProvider
+	if g.a.loop != nil {
+		pods = g.a.loop.PodWorkers()
 	}
-	name := cm.PodsCgroupName()
-	pods = strings.Trim(cgm.Name(name), "/")
-	root = strings.TrimSuffix(filepath.Clean(cgm.Path("memory", name)), "/"+pods)
-	if cgm.Version() != containermgr.V2 {
-		root = filepath.Dir(root) // <root>/memory
-	}
-	return root, pods, nil
+	return g.a.mgr.GarbageCollect(ctx, g.policy, pods, g.a.sourcesReady())
 }
 
 // lazyMemcgNotifier is an eviction.MemcgNotifier made once the container
@@ -323,7 +282,7 @@ func (l *lazyMemcgNotifier) get() (*eviction.MemcgNotifier, error) {
 	if l.n != nil {
 		return l.n, nil
 	}
-	root, pods, err := cgroupPaths(l.cm)
+	root, pods, err := l.cm.MemoryCgroupPaths()
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +351,7 @@ func (s *containerMgrStats) provider() (*eviction.CgroupStats, error) {
 	if s.stats != nil {
 		return s.stats, nil
 	}
-	root, rel, err := cgroupPaths(s.cm)
+	root, rel, err := s.cm.MemoryCgroupPaths()
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/kuberuntime"
-	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/syncloop"
@@ -21,148 +20,77 @@ import (
 // startup probe sets Started. edits may adjust the prober's Config (probe
 // kinds, jitter) after the Builder filled it in. It replaces WithProbes.
 func (b *Builder) WithProber(edits ...func(*prober.Config)) *Builder {
-	link := &proberLink{updates: make(chan syncloop.ProbeUpdate)}
-	b.WithProbes(link, link, runtimeProbeView{link})
-	b.WithSyncLoopConfig(func(c *syncloop.Config) { c.ProbeResults = link.updates })
-	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-		cfg := prober.Config{
-			Status:     a.loop.StatusManager(),
-			Clock:      a.clock,
-			Logger:     b.logger,
-			Registerer: b.registerer,
-		}
-		if a.cri != nil {
-			cfg.Exec = a.cri
-		}
-		for _, edit := range edits {
-			edit(&cfg)
-		}
-		m, err := prober.New(cfg)
-		if err != nil {
-			return partErr("prober", err)
-		}
-		link.set(m)
-		a.prober = m
-		return nil
-	})
-	return b.WithPart("prober", link.run)
+	b.withProber = true
+	b.proberEdits = append(b.proberEdits, edits...)
+	return b
 }
 
-// proberLink stands in for the prober.Manager while Build runs (the sync
-// loop and the runtime take their probe interfaces before the Manager can
-// exist), and forwards the Manager's updates to the sync loop.
-type proberLink struct {
-	mu      sync.RWMutex
-	m       *prober.Manager
-	updates chan syncloop.ProbeUpdate
+// buildProber makes the prober.Manager of WithProber: exec probes through
+// the CRI, pod statuses from the agent's status manager (read through the
+// Agent, whose sync loop is built later in the same Build).
+func (bd *build) buildProber() {
+	b := bd.b
+	if !b.withProber {
+		return
+	}
+	if b.probes != nil || b.probeState != nil || b.probeResults != nil {
+		bd.fail(configErr("builder", "WithProber and WithProbes both given: use one"))
+		return
+	}
+	cfg := prober.Config{Status: agentStatuses{bd.a}, Clock: bd.clk, Logger: b.logger, Registerer: b.registerer}
+	if bd.cri != nil {
+		cfg.Exec = bd.cri
+	}
+	for _, edit := range b.proberEdits {
+		edit(&cfg)
+	}
+	m, err := prober.New(cfg)
+	if err != nil {
+		bd.fail(partErr("prober", err))
+		return
+	}
+	bd.a.prober = m
+}
+
+// agentStatuses is the prober's view of the agent's pod statuses.
+type agentStatuses struct{ a *Agent }
+
+func (s agentStatuses) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	if s.a.loop == nil {
+		return v1.PodStatus{}, false
+	}
+	return s.a.loop.StatusManager().GetPodStatus(uid)
 }
 
 var (
-	_ syncloop.ProbeHooks      = (*proberLink)(nil)
-	_ podstatus.ProbeState     = (*proberLink)(nil)
-	_ kuberuntime.ProbeResults = runtimeProbeView{}
+	_ syncloop.ProbeHooks      = (*prober.Manager)(nil)
 	_ podstatus.ProbeState     = prober.StatusResults{}
 	_ kuberuntime.ProbeResults = prober.RuntimeResults{}
 )
 
-func (l *proberLink) set(m *prober.Manager) {
-	l.mu.Lock()
-	l.m = m
-	l.mu.Unlock()
-}
-
-func (l *proberLink) get() *prober.Manager {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.m
-}
-
-func (l *proberLink) AddPod(pod *v1.Pod) {
-	if m := l.get(); m != nil {
-		m.AddPod(pod)
-	}
-}
-
-func (l *proberLink) RemovePod(pod *v1.Pod) {
-	if m := l.get(); m != nil {
-		m.RemovePod(pod)
-	}
-}
-
-// CleanupPods stops the probe workers of pods not in desired (housekeeping).
-func (l *proberLink) CleanupPods(desired map[types.UID]struct{}) {
-	if m := l.get(); m != nil {
-		m.CleanupPods(desired)
-	}
-}
-
-func (l *proberLink) StopLivenessAndStartup(pod *v1.Pod) {
-	if m := l.get(); m != nil {
-		m.StopLivenessAndStartup(pod)
-	}
-}
-
-// Startup and Readiness are the sync loop's ProbeState.
-func (l *proberLink) Startup(id string) (started, ok bool) {
-	if m := l.get(); m != nil {
-		return m.StatusResults().Startup(id)
-	}
-	return false, false
-}
-
-func (l *proberLink) Readiness(id string) (ready, ok bool) {
-	if m := l.get(); m != nil {
-		return m.StatusResults().Readiness(id)
-	}
-	return false, false
-}
-
-// runtimeProbeView is the runtime's ProbeResults over the link (its
-// Startup differs from ProbeState's, so it is a type of its own).
-type runtimeProbeView struct{ l *proberLink }
-
-func (v runtimeProbeView) Liveness(id string) kubetypes.ProbeResult {
-	if m := v.l.get(); m != nil {
-		return m.RuntimeResults().Liveness(id)
-	}
-	return kubetypes.ProbeUnknown
-}
-
-func (v runtimeProbeView) Startup(id string) kubetypes.ProbeResult {
-	if m := v.l.get(); m != nil {
-		return m.RuntimeResults().Startup(id)
-	}
-	return kubetypes.ProbeUnknown
-}
-
-// run runs the Manager and forwards its updates to the sync loop until ctx
-// ends; it returns once both have stopped.
-func (l *proberLink) run(ctx context.Context) error {
-	m := l.get()
-	if m == nil {
-		<-ctx.Done()
-		return nil
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case u := <-m.Updates():
+// runProber runs the prober and forwards its result changes to the sync
+// loop until ctx ends; it returns once both have stopped.
+func runProber(m *prober.Manager, out chan<- syncloop.ProbeUpdate) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
 				select {
-				case l.updates <- toLoopUpdate(u):
 				case <-ctx.Done():
 					return
+				case u := <-m.Updates():
+					select {
+					case out <- toLoopUpdate(u):
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
-		}
-	}()
-	err := m.Run(ctx)
-	wg.Wait()
-	return err
+		})
+		err := m.Run(ctx)
+		wg.Wait()
+		return err
+	}
 }
 
 func toLoopUpdate(u prober.Update) syncloop.ProbeUpdate {

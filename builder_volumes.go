@@ -1,8 +1,6 @@
 package nodekit
 
 import (
-	"context"
-
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -12,16 +10,13 @@ import (
 // and their states once the agent is built, and it runs (reconstructing
 // what an earlier run left on disk) for the agent's life.
 func (b *Builder) WithVolumeManager(m *volumemgr.Manager) *Builder {
-	if m == nil {
-		b.afterBuild = append(b.afterBuild, func(*Agent) error {
-			return configErr("builder", "WithVolumeManager was given a nil manager")
-		})
-		return b
+	switch {
+	case m == nil:
+		b.misuse = append(b.misuse, configErr("builder", "WithVolumeManager was given a nil manager"))
+	case b.volumeMgr != nil:
+		b.misuse = append(b.misuse, configErr("builder", "WithVolumeManager given twice"))
+	default:
+		b.volumeMgr = m
 	}
-	b.WithVolumes(m, m)
-	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
-		m.SetPodSource(a.loop, a.loop.PodWorkers(), a.podConfig.SeenAllSources)
-		return nil
-	})
-	return b.WithPart("volumemgr", func(ctx context.Context) error { return m.Run(ctx) })
+	return b
 }

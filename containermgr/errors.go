@@ -27,4 +27,6 @@ var (
 	ErrCgroupNotFound = errors.New("containermgr: cgroup not found")
 	// ErrCgroupBusy: the cgroup still holds processes.
 	ErrCgroupBusy = errors.New("containermgr: cgroup still has processes")
+	// ErrNotStarted: the answer is known only once Start has run.
+	ErrNotStarted = errors.New("containermgr: the container manager has not started")
 )

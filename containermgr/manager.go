@@ -229,6 +229,25 @@ func (m *Manager) count(op string, err error) {
 // PodsCgroupName is the top-level pods cgroup (Guaranteed pods live in it).
 func (m *Manager) PodsCgroupName() CgroupName { return append(CgroupName(nil), m.pods...) }
 
+// MemoryCgroupPaths returns where the memory controller's cgroups are:
+// root, the cgroup file system root (on v1 the directory holding the
+// memory hierarchy, on v2 the unified hierarchy), and pods, the pods
+// cgroup relative to a hierarchy root. Memory threshold notifiers and
+// cgroup stats read there. It fails with ErrNotStarted before Start.
+func (m *Manager) MemoryCgroupPaths() (root, pods string, err error) {
+	cgm := m.CgroupManager()
+	if cgm == nil {
+		return "", "", ErrNotStarted
+	}
+	name := m.PodsCgroupName()
+	pods = strings.Trim(cgm.Name(name), "/")
+	root = strings.TrimSuffix(filepath.Clean(cgm.Path("memory", name)), "/"+pods)
+	if cgm.Version() != V2 {
+		root = filepath.Dir(root) // <root>/memory
+	}
+	return root, pods, nil
+}
+
 // QOSCgroupName is the cgroup holding the pods of a QoS class.
 func (m *Manager) QOSCgroupName(class v1.PodQOSClass) CgroupName {
 	switch class {

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
@@ -70,11 +69,6 @@ type Config struct {
 	// startup probe count as started.
 	Probes ProbeResults
 
-	// PodState says which pods' runtime objects and content may be removed by
-	// GarbageCollect (the pod workers satisfy it). Nil means: a pod may be
-	// cleaned up when the runtime knows no sandbox of it.
-	PodState PodStateProvider
-
 	// HTTPClient runs httpGet lifecycle hooks. Nil means a client of the
 	// Manager's own (no proxy, HookTimeout per request).
 	HTTPClient HTTPDoer
@@ -122,16 +116,6 @@ type DNSConfig struct {
 type ProbeResults interface {
 	Liveness(containerID string) kubetypes.ProbeResult
 	Startup(containerID string) kubetypes.ProbeResult
-}
-
-// PodStateProvider tells garbage collection which pods are finished.
-type PodStateProvider interface {
-	// ShouldPodContentBeRemoved: the pod is gone for good; its dead
-	// containers, sandboxes and log directory may all be removed.
-	ShouldPodContentBeRemoved(uid types.UID) bool
-	// ShouldPodRuntimeBeRemoved: the pod's containers may be removed even
-	// though the pod is not deleted (used when GCPolicy.EvictNonDeletedPods).
-	ShouldPodRuntimeBeRemoved(uid types.UID) bool
 }
 
 // HTTPDoer sends an HTTP request (an *http.Client satisfies it).

@@ -13,7 +13,7 @@
 //	status, err = m.GetPodStatusAfterSync(ctx, pod, status, result) // re-read, by ID
 //	reason, msg := m.Reason(uid, "web")                // e.g. CrashLoopBackOff, for status
 //	err = m.KillPod(ctx, pod, runningPod, nil)         // stop it, honouring grace
-//	err = m.GarbageCollect(ctx, kubetypes.GCPolicy{}, allSourcesReady)
+//	err = m.GarbageCollect(ctx, kubetypes.GCPolicy{}, podWorkers, allSourcesReady)
 //
 // SyncPod follows the kubelet: a sandbox is (re)created when none is ready,
 // several are, or its network changed; init containers run one at a time;
@@ -24,9 +24,10 @@
 // reset after 10m), the image pull policy and pull back-off, the container
 // config, create, start and the postStart hook.
 //
-// The types Pod, PodStatus and ContainerStatus are the runtime view that the
-// pleg and syncloop packages read. Optional collaborators come through
-// Config: ProbeResults (liveness/startup results), PodStateProvider (which
-// pods GarbageCollect may clean up) and the mount, cgroup-parent and
-// runtime-class providers used to build CRI configs.
+// It produces kubetypes' runtime view of a pod (Pod, PodStatus,
+// ContainerStatus), which pleg caches and the sync loop reads.
+// GarbageCollect takes, per call, the pod workers' word on which pods are
+// finished (kubetypes.PodStateProvider). Optional collaborators come
+// through Config: ProbeResults (liveness/startup results) and the mount,
+// cgroup-parent and runtime-class providers used to build CRI configs.
 package kuberuntime

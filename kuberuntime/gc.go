@@ -41,7 +41,7 @@ type gcUnit struct {
 //
 // Objects of other agents (without LabelPodUID) are never touched. Errors
 // are joined; a failure on one object does not stop the others.
-func (m *Manager) GarbageCollect(ctx context.Context, policy kubetypes.GCPolicy, allSourcesReady bool) error {
+func (m *Manager) GarbageCollect(ctx context.Context, policy kubetypes.GCPolicy, pods kubetypes.PodStateProvider, allSourcesReady bool) error {
 	if policy.MaxPerPodContainer == 0 {
 		policy.MaxPerPodContainer = 1
 	}
@@ -59,11 +59,11 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy kubetypes.GCPolicy,
 		}
 	}
 	removable := func(uid types.UID) bool {
-		if m.cfg.PodState == nil {
+		if pods == nil {
 			return !knownPods[uid]
 		}
-		return m.cfg.PodState.ShouldPodContentBeRemoved(uid) ||
-			(policy.EvictNonDeletedPods && m.cfg.PodState.ShouldPodRuntimeBeRemoved(uid))
+		return pods.ShouldPodContentBeRemoved(uid) ||
+			(policy.EvictNonDeletedPods && pods.ShouldPodRuntimeBeRemoved(uid))
 	}
 
 	if err := m.gcContainers(ctx, policy, allSourcesReady, removable); err != nil {

@@ -436,7 +436,7 @@ func TestGarbageCollect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m.GarbageCollect(context.Background(), kubetypes.GCPolicy{}, true); err != nil {
+	if err := m.GarbageCollect(context.Background(), kubetypes.GCPolicy{}, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
@@ -455,8 +455,7 @@ func TestGarbageCollect(t *testing.T) {
 		sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 	}
 	cri.mu.Unlock()
-	m.cfg.PodState = allRemovable{}
-	if err := m.GarbageCollect(context.Background(), kubetypes.GCPolicy{}, true); err != nil {
+	if err := m.GarbageCollect(context.Background(), kubetypes.GCPolicy{}, allRemovable{}, true); err != nil {
 		t.Fatal(err)
 	}
 	cri.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // GCPolicy says which dead containers GarbageCollect may remove. The zero
@@ -105,4 +107,15 @@ func (r *SyncResult) FailedSince(from int) bool {
 		}
 	}
 	return false
+}
+
+// PodStateProvider tells container garbage collection which pods are
+// finished (the pod workers know; podworkers.Workers satisfies it).
+type PodStateProvider interface {
+	// ShouldPodContentBeRemoved: the pod is gone for good; its dead
+	// containers, sandboxes and log directory may all be removed.
+	ShouldPodContentBeRemoved(uid types.UID) bool
+	// ShouldPodRuntimeBeRemoved: the pod's containers may be removed even
+	// though the pod is not deleted (used when GCPolicy.EvictNonDeletedPods).
+	ShouldPodRuntimeBeRemoved(uid types.UID) bool
 }

@@ -79,6 +79,18 @@ func FindCondition(list []v1.PodCondition, t v1.PodConditionType) (int, *v1.PodC
 
 // replaceOrAppendCondition sets c in list, replacing the condition of
 // the same type if there is one.
+// ApplyKillStatus writes the status a kill decided (an eviction's or a
+// preemption's) into s, the status the pod is stopped with: its phase,
+// reason and message, and each of its conditions, replacing the condition
+// of the same type or added. It is what a KillPodAndWait status function
+// does.
+func ApplyKillStatus(s *v1.PodStatus, kill v1.PodStatus) {
+	s.Phase, s.Reason, s.Message = kill.Phase, kill.Reason, kill.Message
+	for _, c := range kill.Conditions {
+		s.Conditions = replaceOrAppendCondition(s.Conditions, c)
+	}
+}
+
 func replaceOrAppendCondition(list []v1.PodCondition, c v1.PodCondition) []v1.PodCondition {
 	if i, _ := FindCondition(list, c.Type); i >= 0 {
 		list[i] = c

@@ -90,3 +90,23 @@ func TestStatusPodReadyConditionReadinessGates(t *testing.T) {
 		t.Errorf("all gates true: %+v", c)
 	}
 }
+
+// A kill's status (an eviction's) sets phase, reason and message, replaces
+// the condition of the same type and adds the others, keeping the rest.
+func TestApplyKillStatus(t *testing.T) {
+	s := v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionTrue},
+		{Type: v1.DisruptionTarget, Status: v1.ConditionFalse},
+	}}
+	ApplyKillStatus(&s, v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "low on memory", Conditions: []v1.PodCondition{
+		{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet"},
+		{Type: "Custom", Status: v1.ConditionTrue},
+	}})
+	if s.Phase != v1.PodFailed || s.Reason != "Evicted" || s.Message != "low on memory" {
+		t.Fatalf("phase/reason/message = %s/%s/%s", s.Phase, s.Reason, s.Message)
+	}
+	if len(s.Conditions) != 3 || s.Conditions[0].Type != v1.PodReady || s.Conditions[1].Status != v1.ConditionTrue ||
+		s.Conditions[1].Reason != "TerminationByKubelet" || s.Conditions[2].Type != "Custom" {
+		t.Fatalf("conditions = %+v", s.Conditions)
+	}
+}

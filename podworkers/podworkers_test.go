@@ -14,12 +14,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // The pod workers answer the runtime's garbage-collection questions.
-var _ kuberuntime.PodStateProvider = (*Workers)(nil)
+var _ kubetypes.PodStateProvider = (*Workers)(nil)
 
 func TestUpdatePod(t *testing.T) {
 	type check struct {

@@ -25,7 +25,7 @@ func (idleRuntime) SyncPod(context.Context, *v1.Pod, *kubetypes.PodStatus, []v1.
 	return kubetypes.SyncResult{}
 }
 func (idleRuntime) KillPod(context.Context, *v1.Pod, *kubetypes.Pod, *int64) error { return nil }
-func (idleRuntime) GarbageCollect(context.Context, kubetypes.GCPolicy, bool) error {
+func (idleRuntime) GarbageCollect(context.Context, kubetypes.GCPolicy, kubetypes.PodStateProvider, bool) error {
 	return nil
 }
 func (idleRuntime) Reason(types.UID, string) (string, string) { return "", "" }

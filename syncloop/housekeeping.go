@@ -153,7 +153,7 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 	// Container garbage collection.
 	if l.lastGC.IsZero() || l.clock.Since(l.lastGC) >= l.cfg.ContainerGCPeriod {
 		l.lastGC = l.clock.Now()
-		if gerr := l.cfg.Runtime.GarbageCollect(ctx, l.cfg.GCPolicy, true); gerr != nil {
+		if gerr := l.cfg.Runtime.GarbageCollect(ctx, l.cfg.GCPolicy, l.workers, true); gerr != nil {
 			errs = append(errs, fmt.Errorf("container garbage collection: %w", gerr))
 		}
 	}

@@ -30,7 +30,7 @@ type RuntimeManager interface {
 	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*kubetypes.PodStatus, error)
 	SyncPod(ctx context.Context, pod *v1.Pod, status *kubetypes.PodStatus, pullSecrets []v1.Secret) kubetypes.SyncResult
 	KillPod(ctx context.Context, pod *v1.Pod, running *kubetypes.Pod, gracePeriodOverride *int64) error
-	GarbageCollect(ctx context.Context, policy kubetypes.GCPolicy, allSourcesReady bool) error
+	GarbageCollect(ctx context.Context, policy kubetypes.GCPolicy, pods kubetypes.PodStateProvider, allSourcesReady bool) error
 	Reason(uid types.UID, containerName string) (reason, message string)
 }
 

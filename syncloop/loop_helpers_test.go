@@ -178,7 +178,7 @@ func (s *ltStub) KillPod(_ context.Context, pod *v1.Pod, rp *kubetypes.Pod, _ *i
 	return nil
 }
 
-func (s *ltStub) GarbageCollect(_ context.Context, _ kubetypes.GCPolicy, ready bool) error {
+func (s *ltStub) GarbageCollect(_ context.Context, _ kubetypes.GCPolicy, _ kubetypes.PodStateProvider, ready bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gcs++
