@@ -3,19 +3,14 @@ package nodekit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"sync"
 
-	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/eviction/imagegc"
 	"github.com/nodekit/nodekit/kubetypes"
-	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -149,11 +144,16 @@ func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpti
 		if logs == "" {
 			logs = filepath.Join(b.rootDir, "pod-logs")
 		}
-		st := &containerMgrStats{cm: cm, clock: cfg.Clock, logger: cfg.Logger, base: eviction.CgroupStatsConfig{
+		scfg := eviction.CgroupStatsConfig{
 			NodeFsPath: b.rootDir, PodLogsRoot: logs, PodsDir: filepath.Join(b.rootDir, syncloop.PodsDirName),
-		}}
+			Layout: containerMgrLayout(cm), Clock: cfg.Clock, Logger: cfg.Logger,
+		}
 		if l, ok := a.cri.(eviction.ContainerStatsLister); ok {
-			st.base.ContainerStats = l
+			scfg.ContainerStats = l
+		}
+		st, err := eviction.NewCgroupStats(scfg)
+		if err != nil {
+			return parts, partErr("eviction stats", err)
 		}
 		cfg.Stats = st
 	}
@@ -164,7 +164,13 @@ func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpti
 		}
 		for _, t := range ts {
 			if t.Signal == eviction.SignalMemoryAvailable || t.Signal == eviction.SignalAllocatableMemoryAvailable {
-				cfg.Notifiers = append(cfg.Notifiers, &lazyMemcgNotifier{cm: cm, t: t, clock: cfg.Clock, logger: cfg.Logger, ready: make(chan struct{})})
+				n, err := eviction.NewMemcgNotifier(eviction.MemcgNotifierConfig{
+					Threshold: t, Layout: cm.MemoryCgroupPaths, Clock: cfg.Clock, Logger: cfg.Logger,
+				})
+				if err != nil {
+					return parts, partErr("eviction memcg notifier", err)
+				}
+				cfg.Notifiers = append(cfg.Notifiers, n)
 			}
 		}
 	}
@@ -261,111 +267,18 @@ func (g containerGC) DeleteAllUnusedContainers(ctx context.Context) error {
 	return g.a.mgr.GarbageCollect(ctx, g.policy, pods, g.a.sourcesReady())
 }
 
-// lazyMemcgNotifier is an eviction.MemcgNotifier made once the container
-// manager has started (the cgroup root is known only then): at the first
-// UpdateThreshold, which the manager calls after its first cycle.
-type lazyMemcgNotifier struct {
-	cm     *containermgr.Manager
-	t      eviction.Threshold
-	clock  clock.Clock
-	logger *zap.Logger
-	ready  chan struct{}
-	once   lifecycle.Once
-
-	mu sync.Mutex
-	n  *eviction.MemcgNotifier
-}
-
-func (l *lazyMemcgNotifier) get() (*eviction.MemcgNotifier, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n != nil {
-		return l.n, nil
+// containerMgrLayout is where eviction's cgroup stats read: the container
+// manager's memory cgroups and allocatable memory, known once it started.
+func containerMgrLayout(cm *containermgr.Manager) func() (eviction.CgroupLayout, error) {
+	return func() (eviction.CgroupLayout, error) {
+		root, pods, err := cm.MemoryCgroupPaths()
+		if err != nil {
+			return eviction.CgroupLayout{}, err
+		}
+		l := eviction.CgroupLayout{CgroupRoot: root, PodsCgroup: pods}
+		if q, ok := cm.NodeAllocatable()[v1.ResourceMemory]; ok && q.Sign() > 0 {
+			l.AllocatableMemoryBytes = uint64(q.Value())
+		}
+		return l, nil
 	}
-	root, pods, err := l.cm.MemoryCgroupPaths()
-	if err != nil {
-		return nil, err
-	}
-	cfg := eviction.MemcgNotifierConfig{Threshold: l.t, CgroupRoot: root, Clock: l.clock, Logger: l.logger}
-	if l.t.Signal == eviction.SignalAllocatableMemoryAvailable {
-		cfg.Cgroup = pods
-	}
-	n, err := eviction.NewMemcgNotifier(cfg)
-	if err != nil {
-		return nil, err
-	}
-	l.n = n
-	close(l.ready)
-	return n, nil
-}
-
-func (l *lazyMemcgNotifier) UpdateThreshold(s *eviction.Summary) error {
-	n, err := l.get()
-	if err != nil {
-		return err
-	}
-	return n.UpdateThreshold(s)
-}
-
-func (l *lazyMemcgNotifier) Run(ctx context.Context, trigger func()) error {
-	if err := l.once.Start(); err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-l.ready:
-	}
-	l.mu.Lock()
-	n := l.n
-	l.mu.Unlock()
-	return n.Run(ctx, trigger)
-}
-
-// containerMgrStats is eviction.CgroupStats over the container manager's
-// pods cgroup, made on first use: the cgroup root, version and driver are
-// known only once the container manager has started (before any part
-// runs).
-type containerMgrStats struct {
-	cm *containermgr.Manager
-	// base holds the disk settings: node fs, logs, pods dir, CRI stats.
-	base   eviction.CgroupStatsConfig
-	clock  clock.Clock
-	logger *zap.Logger
-
-	mu    sync.Mutex
-	stats *eviction.CgroupStats
-}
-
-func (s *containerMgrStats) Summary(ctx context.Context) (*eviction.Summary, error) {
-	st, err := s.provider()
-	if err != nil {
-		return nil, err
-	}
-	return st.Summary(ctx)
-}
-
-func (s *containerMgrStats) provider() (*eviction.CgroupStats, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stats != nil {
-		return s.stats, nil
-	}
-	root, rel, err := s.cm.MemoryCgroupPaths()
-	if err != nil {
-		return nil, err
-	}
-	var alloc uint64
-	if q, ok := s.cm.NodeAllocatable()[v1.ResourceMemory]; ok && q.Sign() > 0 {
-		alloc = uint64(q.Value())
-	}
-	cfg := s.base
-	cfg.CgroupRoot, cfg.PodsCgroup, cfg.AllocatableMemoryBytes = root, rel, alloc
-	cfg.Clock, cfg.Logger = s.clock, s.logger
-	st, err := eviction.NewCgroupStats(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("nodekit: eviction stats: %w", err)
-	}
-	s.stats = st
-	return st, nil
 }

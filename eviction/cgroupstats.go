@@ -32,6 +32,12 @@ type CgroupStatsConfig struct {
 	// <pods>/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice).
 	// Empty: no pod and no allocatable memory stats.
 	PodsCgroup string
+	// Layout, if set, is asked at each Summary until it answers, for the
+	// cgroup root, the pods cgroup and the allocatable memory (instead of
+	// CgroupRoot, PodsCgroup and AllocatableMemoryBytes): for a layout
+	// known only once another part has started, such as a container
+	// manager. Until it answers, Summary returns its error.
+	Layout func() (CgroupLayout, error)
 	// AllocatableMemoryBytes is the capacity allocatableMemory.available
 	// is measured against; 0 means the pods cgroup's memory limit (capped
 	// at the node's MemTotal).
@@ -73,6 +79,14 @@ type CgroupStatsConfig struct {
 	Logger          *zap.Logger
 }
 
+// CgroupLayout is where CgroupStats reads the cgroups (CgroupStatsConfig's
+// fields of the same names).
+type CgroupLayout struct {
+	CgroupRoot             string
+	PodsCgroup             string
+	AllocatableMemoryBytes uint64
+}
+
 // CgroupStats is a StatsProvider that reads the cgroup hierarchy, /proc and
 // statfs (and CRI stats and directory walks for disk use, when
 // configured). It keeps no state between calls other than the walks reused
@@ -104,6 +118,32 @@ type CgroupStats struct {
 
 	duMu    sync.Mutex
 	duCache map[string]duResult // by directory, with DiskUsagePeriod
+
+	layoutMu sync.Mutex
+	laidOut  bool // cfg holds the Layout's answer (or there is no Layout)
+}
+
+// layOut takes the cgroup layout from cfg.Layout once it answers.
+func (s *CgroupStats) layOut() error {
+	s.layoutMu.Lock()
+	defer s.layoutMu.Unlock()
+	if s.laidOut {
+		return nil
+	}
+	l, err := s.cfg.Layout()
+	if err != nil {
+		return fmt.Errorf("%w: cgroup layout: %w", ErrStats, err)
+	}
+	if !filepath.IsAbs(l.CgroupRoot) {
+		return fmt.Errorf("%w: cgroup layout: CgroupRoot %q is not absolute", ErrInvalidConfig, l.CgroupRoot)
+	}
+	pods := strings.Trim(filepath.ToSlash(filepath.Clean("/"+l.PodsCgroup)), "/")
+	if l.PodsCgroup != "" && (pods == "" || strings.Contains(l.PodsCgroup, "..")) {
+		return fmt.Errorf("%w: cgroup layout: PodsCgroup %q is not a cgroup below the root", ErrInvalidConfig, l.PodsCgroup)
+	}
+	s.cfg.CgroupRoot, s.cfg.PodsCgroup, s.cfg.AllocatableMemoryBytes = l.CgroupRoot, pods, l.AllocatableMemoryBytes
+	s.laidOut = true
+	return nil
 }
 
 // NewCgroupStats validates cfg and fills defaults; it does no I/O.
@@ -148,7 +188,7 @@ func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &CgroupStats{cfg: cfg, log: cfg.Logger.Named("eviction.stats"), statfs: statfs, du: duDir}, nil
+	return &CgroupStats{cfg: cfg, log: cfg.Logger.Named("eviction.stats"), statfs: statfs, du: duDir, laidOut: cfg.Layout == nil}, nil
 }
 
 var _ StatsProvider = (*CgroupStats)(nil)
@@ -175,6 +215,9 @@ func (s *CgroupStats) detect() (hierarchy, error) {
 // Summary reads one observation of the node and its pods.
 func (s *CgroupStats) Summary(ctx context.Context) (*Summary, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.layOut(); err != nil {
 		return nil, err
 	}
 	h, err := s.detect()

@@ -473,3 +473,32 @@ func TestNewCgroupStatsReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// With a Layout, Summary asks it until it answers and then reads the
+// cgroups it named, with its allocatable memory.
+func TestCgroupStatsLayout(t *testing.T) {
+	cg := t.TempDir()
+	tree(t, cg, map[string]string{
+		"cgroup.controllers":      "cpuset cpu io memory pids\n",
+		"memory.stat":             "anon 2147483648\nfile 2147483648\ninactive_file 1073741824\n",
+		"kubepods/memory.current": "2147483648\n",
+		"kubepods/memory.stat":    "inactive_file 1073741824\n",
+		"kubepods/memory.max":     "max\n",
+	})
+	notYet := errors.New("not started")
+	layoutErr := notYet
+	s := newTestStats(t, CgroupStatsConfig{ProcRoot: procTree(t), Layout: func() (CgroupLayout, error) {
+		return CgroupLayout{CgroupRoot: cg, PodsCgroup: "/kubepods/", AllocatableMemoryBytes: 2 * gi}, layoutErr
+	}})
+	if _, err := s.Summary(t.Context()); !errors.Is(err, notYet) || !errors.Is(err, ErrStats) {
+		t.Fatalf("Summary before the layout: %v", err)
+	}
+	layoutErr = nil
+	sum, err := s.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (MemoryStats{AvailableBytes: gi, WorkingSetBytes: gi}); sum.AllocatableMemory == nil || *sum.AllocatableMemory != want {
+		t.Fatalf("AllocatableMemory = %+v, want %+v", sum.AllocatableMemory, want)
+	}
+}

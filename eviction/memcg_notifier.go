@@ -46,6 +46,14 @@ type MemcgNotifierConfig struct {
 	// "/sys/fs/cgroup"). A cgroup.controllers file there means the unified
 	// (v2) hierarchy; otherwise the v1 memory controller is CgroupRoot/memory.
 	CgroupRoot string
+	// Layout, if set, is asked once, at the first UpdateThreshold, Poll
+	// or Run, for the cgroup root (instead of CgroupRoot) and the pods
+	// cgroup (instead of Cgroup, for allocatableMemory.available): for a
+	// layout known only once another part has started, such as a
+	// container manager (containermgr.Manager.MemoryCgroupPaths). Until it
+	// answers, UpdateThreshold and Poll return its error and Run waits for
+	// an UpdateThreshold that succeeds.
+	Layout func() (root, podsCgroup string, err error)
 	// Version forces the cgroup version (1 or 2); 0 detects it on first
 	// use.
 	Version int
@@ -88,7 +96,11 @@ type MemcgNotifier struct {
 	log  *zap.Logger
 	once lifecycle.Once
 
+	// resolved is closed once cfg holds the Layout's answer.
+	resolved chan struct{}
+
 	mu      sync.Mutex
+	laidOut bool  // cfg holds the Layout's answer
 	version int   // 0 until detected
 	cross   int64 // working set at which the threshold is crossed
 	armed   bool  // cross (and usage, on v1) are set
@@ -122,7 +134,7 @@ func NewMemcgNotifier(cfg MemcgNotifierConfig) (*MemcgNotifier, error) {
 	if slices.Contains(strings.Split(filepath.ToSlash(cfg.Cgroup), "/"), "..") {
 		errs = append(errs, fmt.Errorf("%w: Cgroup %q contains ..", ErrInvalidConfig, cfg.Cgroup))
 	}
-	if t.Signal == SignalAllocatableMemoryAvailable && cg == "" {
+	if t.Signal == SignalAllocatableMemoryAvailable && cg == "" && cfg.Layout == nil {
 		errs = append(errs, fmt.Errorf("%w: Cgroup is empty: allocatableMemory.available watches the pods cgroup", ErrInvalidConfig))
 	}
 	if cfg.Version != 0 && cfg.Version != 1 && cfg.Version != 2 {
@@ -148,12 +160,13 @@ func NewMemcgNotifier(cfg MemcgNotifierConfig) (*MemcgNotifier, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	return &MemcgNotifier{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("eviction").Named("memcg").With(zap.Stringer("threshold", cfg.Threshold)),
-		version: cfg.Version,
-		efd:     -1,
-		epfd:    -1,
-		wake:    -1,
+		cfg:      cfg,
+		resolved: make(chan struct{}),
+		log:      cfg.Logger.Named("eviction").Named("memcg").With(zap.Stringer("threshold", cfg.Threshold)),
+		version:  cfg.Version,
+		efd:      -1,
+		epfd:     -1,
+		wake:     -1,
 	}, nil
 }
 
@@ -205,6 +218,32 @@ func (n *MemcgNotifier) dir(v int) string {
 	return filepath.Join(root, filepath.FromSlash(n.cfg.Cgroup))
 }
 
+// layOut takes the cgroup root and pods cgroup from cfg.Layout, once.
+// Call with mu held.
+func (n *MemcgNotifier) layOut() error {
+	if n.laidOut || n.cfg.Layout == nil {
+		return nil
+	}
+	root, pods, err := n.cfg.Layout()
+	if err != nil {
+		return fmt.Errorf("%w: cgroup layout: %w", ErrMemcgNotifier, err)
+	}
+	if !filepath.IsAbs(root) {
+		return fmt.Errorf("%w: cgroup layout: root %q is not absolute", ErrInvalidConfig, root)
+	}
+	if n.cfg.Threshold.Signal == SignalAllocatableMemoryAvailable {
+		cg := strings.Trim(path.Clean("/"+pods), "/")
+		if cg == "" || slices.Contains(strings.Split(filepath.ToSlash(pods), "/"), "..") {
+			return fmt.Errorf("%w: cgroup layout: pods cgroup %q is not a cgroup below the root", ErrInvalidConfig, pods)
+		}
+		n.cfg.Cgroup = cg
+	}
+	n.cfg.CgroupRoot = root
+	n.laidOut = true
+	close(n.resolved)
+	return nil
+}
+
 // detect returns the cgroup version, detecting it once. Call with mu held.
 func (n *MemcgNotifier) detect() int {
 	if n.version == 0 {
@@ -237,6 +276,9 @@ func (n *MemcgNotifier) UpdateThreshold(s *Summary) error {
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.layOut(); err != nil {
+		return err
+	}
 	v := n.detect()
 	if v == 2 {
 		if !n.armed || n.cross != cross {
@@ -320,6 +362,9 @@ func (n *MemcgNotifier) disarmLocked() {
 func (n *MemcgNotifier) Poll() (bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.layOut(); err != nil {
+		return false, err
+	}
 	v := n.detect()
 	dir := n.dir(v)
 	fired := false
@@ -393,6 +438,16 @@ func (n *MemcgNotifier) Run(ctx context.Context, trigger func()) error {
 	}
 	if err := n.once.Start(); err != nil {
 		return err
+	}
+	n.mu.Lock()
+	lerr := n.layOut()
+	n.mu.Unlock()
+	if lerr != nil && n.cfg.Layout != nil {
+		select { // an UpdateThreshold lays the cgroups out
+		case <-ctx.Done():
+			return nil
+		case <-n.resolved:
+		}
 	}
 	n.mu.Lock()
 	v := n.detect()

@@ -409,3 +409,57 @@ func TestMemcgNotifierWithManager(t *testing.T) {
 		}
 	})
 }
+
+// With a Layout, the notifier asks it for its cgroups at the first
+// UpdateThreshold: while it fails (a container manager not started yet)
+// UpdateThreshold and Poll fail and Run waits; once it answers, the
+// notifier watches what it named.
+func TestMemcgLayout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newMemcgV2Tree(t)
+		layoutErr := errors.New("not started")
+		notYet := layoutErr
+		asked := 0
+		n, err := eviction.NewMemcgNotifier(eviction.MemcgNotifierConfig{
+			Threshold: memcgThreshold(t, "allocatableMemory.available", "500Mi"),
+			Layout: func() (string, string, error) {
+				asked++
+				return tr.root, "kubepods", layoutErr
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.UpdateThreshold(allocSummary(1096, 3000)); !errors.Is(err, notYet) {
+			t.Fatalf("UpdateThreshold before the layout: %v", err)
+		}
+		if _, err := n.Poll(); !errors.Is(err, notYet) {
+			t.Fatalf("Poll before the layout: %v", err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(ctx, func() {}) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v before the layout", err)
+		default:
+		}
+		layoutErr = nil
+		if err := n.UpdateThreshold(allocSummary(1096, 3000)); err != nil {
+			t.Fatal(err)
+		}
+		if v, armed := n.Armed(); !armed || v != 3596*memcgMi+1 {
+			t.Fatalf("Armed = %d, %v", v, armed)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		tr.set(4000, 100)
+		mustPoll(t, n, true, "over, in the laid-out pods cgroup")
+		if asked != 4 {
+			t.Fatalf("Layout asked %d times, want 4 (two failures, Run's, the answer)", asked)
+		}
+	})
+}
