@@ -86,6 +86,19 @@ func (r *Runtime) CountCalls(method string) int {
 	return r.counts[method]
 }
 
+// CallsReceived is how many calls of any method the runtime received since
+// New or ResetCalls: a test driving a call over a transport can wait for
+// it to arrive before it moves the clock.
+func (r *Runtime) CallsReceived() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.counts {
+		n += c
+	}
+	return n
+}
+
 // begin records a call, then applies the method's injected delay and error.
 // It fails at once when ctx is already done, as a remote call would.
 func (r *Runtime) begin(ctx context.Context, method, id, name string, timeout int64) error {

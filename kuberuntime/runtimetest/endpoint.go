@@ -35,13 +35,13 @@ type Endpoint struct {
 	// chance to block on Clock (a fake clock's HasWaiters), so that Step does
 	// not run ahead of them. Nil for the real clock.
 	Settle func()
-	// Waiters, if set, counts the goroutines waiting on a fake Clock
-	// (clocktesting.FakeClock.Waiters). With it, a timed operation the
-	// suite drives is given up to 5s of real time to arm its timer before
-	// the clock moves: Settle alone can't tell a new waiter from the
-	// containers' own, and under load (-race, an RPC) the first step could
-	// otherwise run before the operation's timer exists.
-	Waiters func() int
+	// Received, if set, counts the calls the runtime received
+	// (fake.Runtime.CallsReceived). With it, a timed call the suite drives
+	// is given up to 5s of real time to reach the runtime before the clock
+	// moves: over a transport (the fake behind runtime/remote, under
+	// -race and load) a step could otherwise run before the runtime read
+	// the time the call's timeout counts from.
+	Received func() int
 	// Tick is the clock time a polling loop lets pass between looks
 	// (default 500ms).
 	Tick time.Duration
@@ -84,18 +84,18 @@ func (e *Endpoint) drive(t *testing.T, limit time.Duration, op func()) time.Dura
 	done := make(chan struct{})
 	start := e.Clock.Now()
 	before := 0
-	if e.Waiters != nil {
-		before = e.Waiters()
+	if e.Received != nil {
+		before = e.Received()
 	}
 	go func() {
 		defer close(done)
 		op()
 	}()
-	if e.Waiters != nil {
-		armed := time.NewTimer(5 * time.Second) //nodekit:allow clock the real-time bound of a wait for a fake clock's waiter
+	if e.Received != nil {
+		armed := time.NewTimer(5 * time.Second) //nodekit:allow clock the real-time bound of a wait for a call to reach a fake runtime
 		defer armed.Stop()
 	wait:
-		for e.Waiters() <= before {
+		for e.Received() <= before {
 			select {
 			case <-done:
 				break wait

@@ -56,7 +56,7 @@ func settle(fc *clocktesting.FakeClock) func() {
 
 func endpoint(t *testing.T, rt *fake.Runtime, fc *clocktesting.FakeClock) *runtimetest.Endpoint {
 	return &runtimetest.Endpoint{
-		Runtime: rt, Images: rt, Clock: fc, Step: fc.Step, Settle: settle(fc), Waiters: fc.Waiters,
+		Runtime: rt, Images: rt, Clock: fc, Step: fc.Step, Settle: settle(fc), Received: rt.CallsReceived,
 		PauseImage: pauseImage, BusyboxImage: busyboxImage, MissingImage: missingImage,
 		LogRoot: t.TempDir(),
 	}
