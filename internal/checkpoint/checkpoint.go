@@ -15,8 +15,10 @@ import (
 	"syscall"
 )
 
-// MaxSize is the largest payload Write accepts and Read returns.
-const MaxSize = 64 << 20
+// MaxSize is the largest payload Write accepts and Read returns: the
+// manifest size limit (podconfig.MaxManifestSize), since a persisted pod
+// set is replayed as pods and must fit the bounds live input has.
+const MaxSize = 10 << 20
 
 // MaxNameLen is the longest accepted checkpoint name, leaving room for the
 // temporary-file and ".corrupt.N" suffixes within common 255-byte limits.
