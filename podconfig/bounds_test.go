@@ -198,3 +198,13 @@ func TestDecodeRefusesBadResourceNames(t *testing.T) {
 		t.Errorf("good resource names refused: %v", err)
 	}
 }
+
+// A negative emptyDir sizeLimit is refused, not taken as "no limit" (issue
+// 23, item 8).
+func TestDecodeRefusesNegativeSizeLimit(t *testing.T) {
+	in := podYAML("", "  volumes: [{name: v, emptyDir: {medium: Memory, sizeLimit: -1}}]\n")
+	_, err := DecodeStaticPods([]byte(in), StaticPodOptions{NodeName: "n", Source: "file", Origin: "m.yaml"})
+	if !errors.Is(err, ErrInvalidPod) || !strings.Contains(err.Error(), "sizeLimit") {
+		t.Fatalf("err = %v, want ErrInvalidPod naming sizeLimit", err)
+	}
+}

@@ -138,6 +138,9 @@ func validateSpec(s *v1.PodSpec, p *field.Path) field.ErrorList {
 				errs = append(errs, field.Forbidden(vp, "may not specify more than 1 volume type"))
 			}
 		}
+		if ed := vol.EmptyDir; ed != nil && ed.SizeLimit != nil && ed.SizeLimit.Sign() < 0 {
+			errs = append(errs, field.Invalid(vp.Child("emptyDir", "sizeLimit"), ed.SizeLimit.String(), "must be greater than or equal to 0"))
+		}
 		if vol.HostPath != nil && !path.IsAbs(vol.HostPath.Path) {
 			errs = append(errs, field.Invalid(vp.Child("hostPath", "path"), vol.HostPath.Path, "must be an absolute path"))
 		}

@@ -673,3 +673,18 @@ func TestPluginsFsGroup(t *testing.T) {
 		t.Fatalf("fsGroup mode %v", m)
 	}
 }
+
+// A negative sizeLimit on a memory emptyDir is an error, not "no limit"
+// (issue 23, item 8); nothing is mounted.
+func TestPluginsEmptyDirNegativeSizeLimit(t *testing.T) {
+	e := newPluginEnv(t, TmpfsNever)
+	vol := &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{
+		Medium: v1.StorageMediumMemory, SizeLimit: plugPtr(resource.MustParse("-1")),
+	}}}
+	if _, _, err := e.setUp(t, plugTestPod(), vol); err == nil || !strings.Contains(err.Error(), "sizeLimit") {
+		t.Fatalf("SetUp = %v, want an error naming sizeLimit", err)
+	}
+	if len(e.mounter.mounts) != 0 {
+		t.Fatalf("mounted %v", e.mounter.mounts)
+	}
+}
