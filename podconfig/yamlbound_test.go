@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	yaml3 "go.yaml.in/yaml/v3"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -16,7 +17,6 @@ import (
 // parallel, so nothing else of note allocates meanwhile).
 func allocsOf(f func()) uint64 {
 	var before, after runtime.MemStats
-	runtime.GC()
 	runtime.ReadMemStats(&before)
 	f()
 	runtime.ReadMemStats(&after)
@@ -95,4 +95,55 @@ func TestPushDecodesOnlyInsideItsSlot(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("POST while the slot is held = %d %s, want 503 (decoded outside the slot)", rec.Code, rec.Body)
 	}
+}
+
+// FuzzDecodeYAMLBounded feeds YAML to DecodeStaticPods and bounds the cost
+// of every input, accepted or refused: time, and bytes allocated linear in
+// the input (the YAML decoder spends up to ~100 bytes per input byte on a
+// document the node count lets through). countYAMLNodes must never count
+// fewer nodes than the document has.
+func FuzzDecodeYAMLBounded(f *testing.F) {
+	f.Add([]byte(staticYAML))
+	f.Add([]byte("- a\n- b\n"))
+	f.Add([]byte("{a: [b, {c: d}], e: f}"))
+	f.Add([]byte("a: &x [1, 2]\nb: *x\n"))
+	f.Add([]byte("? a\n: b\n-\n"))
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {containers: [{name: c, image: i}]}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<16 {
+			return
+		}
+		start := time.Now()
+		alloc := allocsOf(func() {
+			_, _ = DecodeStaticPods(data, StaticPodOptions{NodeName: "n", Source: "file", Origin: "f.yaml"})
+		})
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("%d bytes took %v", len(data), d)
+		}
+		if limit := uint64(256*len(data) + 8<<20); alloc > limit {
+			t.Fatalf("%d bytes allocated %d, limit %d", len(data), alloc, limit)
+		}
+		if bytes.IndexByte(data, '*') < 0 {
+			var doc yaml3.Node
+			if err := yaml3.Unmarshal(data, &doc); err == nil {
+				if n, c := yamlNodeCount(&doc), countYAMLNodes(data); n > c {
+					t.Fatalf("countYAMLNodes = %d, the document has %d nodes", c, n)
+				}
+			}
+		}
+	})
+}
+
+func yamlNodeCount(n *yaml3.Node) int {
+	if n == nil {
+		return 0
+	}
+	c := 1
+	if n.Kind == yaml3.DocumentNode {
+		c = 0
+	}
+	for _, k := range n.Content {
+		c += yamlNodeCount(k)
+	}
+	return c
 }
