@@ -54,3 +54,30 @@ func TestPluginsTmpfsNotMountedThroughSymlink(t *testing.T) {
 		t.Fatalf("still mounted after TearDown: %s", line)
 	}
 }
+
+// Root: SystemMounter mounts through one O_NOFOLLOW descriptor, so a
+// target that is a symlink (for instance swapped in after the plugin
+// checked it) gets no tmpfs on the link's target.
+func TestSystemMounterRefusesSymlinkTarget(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir()
+	target := filepath.Join(base, "target")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if mountinfoLine(t, target) != "" {
+			_ = (&SystemMounter{}).Unmount(target)
+		}
+	})
+	if err := (&SystemMounter{}).MountTmpfs(link, 1<<20); !errors.Is(err, ErrPathEscape) {
+		t.Fatalf("MountTmpfs(symlink) = %v, want ErrPathEscape", err)
+	}
+	if line := mountinfoLine(t, target); line != "" {
+		t.Fatalf("tmpfs mounted on the symlink's target: %s", line)
+	}
+}
