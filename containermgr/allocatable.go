@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodekit/nodekit/kubetypes"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -193,18 +195,17 @@ func ResourceConfigForLimits(rl v1.ResourceList) *ResourceConfig {
 		rc.PidsLimit = &p
 	}
 	for name, q := range rl {
-		size, ok := strings.CutPrefix(string(name), v1.ResourceHugePagesPrefix)
-		if !ok {
+		if !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
 			continue
 		}
-		ps, err := resource.ParseQuantity(size)
-		if err != nil || ps.Sign() <= 0 {
+		ps, err := kubetypes.HugePageSize(name) // bounded: never a slow parse
+		if err != nil {
 			continue
 		}
 		if rc.HugePageLimit == nil {
 			rc.HugePageLimit = map[int64]int64{}
 		}
-		rc.HugePageLimit[ps.Value()] = q.Value()
+		rc.HugePageLimit[ps] = q.Value()
 	}
 	return rc
 }

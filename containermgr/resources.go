@@ -2,11 +2,11 @@ package containermgr
 
 import (
 	"github.com/nodekit/nodekit/internal/qos"
+	"github.com/nodekit/nodekit/kubetypes"
 
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Conversion constants (the kubelet's values).
@@ -217,18 +217,17 @@ func hugePagesOf(pod *v1.Pod) map[int64]int64 {
 	var out map[int64]int64
 	visit := func(rl v1.ResourceList) {
 		for name, q := range rl {
-			size, ok := strings.CutPrefix(string(name), v1.ResourceHugePagesPrefix)
-			if !ok {
+			if !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
 				continue
 			}
-			ps, err := resource.ParseQuantity(size)
-			if err != nil || ps.Sign() <= 0 {
+			ps, err := kubetypes.HugePageSize(name) // bounded: never a slow parse
+			if err != nil {
 				continue
 			}
 			if out == nil {
 				out = map[int64]int64{}
 			}
-			out[ps.Value()] += q.Value()
+			out[ps] += q.Value()
 		}
 	}
 	for i := range pod.Spec.Containers {
@@ -237,18 +236,17 @@ func hugePagesOf(pod *v1.Pod) map[int64]int64 {
 	var initMax map[int64]int64
 	for i := range pod.Spec.InitContainers {
 		for name, q := range pod.Spec.InitContainers[i].Resources.Limits {
-			size, ok := strings.CutPrefix(string(name), v1.ResourceHugePagesPrefix)
-			if !ok {
+			if !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
 				continue
 			}
-			ps, err := resource.ParseQuantity(size)
-			if err != nil || ps.Sign() <= 0 {
+			ps, err := kubetypes.HugePageSize(name) // bounded: never a slow parse
+			if err != nil {
 				continue
 			}
 			if initMax == nil {
 				initMax = map[int64]int64{}
 			}
-			initMax[ps.Value()] = max(initMax[ps.Value()], q.Value())
+			initMax[ps] = max(initMax[ps], q.Value())
 		}
 	}
 	for s, v := range initMax {

@@ -232,7 +232,14 @@ func parsePercent(signal, val string) (float32, error) {
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, invalid(signal, "%q is not a percentage", val)
 	}
-	return float32(f / 100), nil
+	p := float32(f / 100)
+	// float32 has about seven digits: 99.999999999% would become exactly
+	// 100% and silently disable the threshold. Only values written as 0%
+	// or 100% may mean "disabled".
+	if (p == 0 && f != 0) || (p == 1 && f != 100) {
+		return 0, invalid(signal, "%q rounds to %v%%; write 0%% or 100%% to disable the threshold, or use fewer digits", val, float64(p)*100)
+	}
+	return p, nil
 }
 
 // parseThreshold parses one hard or soft statement; nil, nil means the

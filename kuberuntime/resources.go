@@ -245,11 +245,11 @@ func hugepageLimits(lists ...v1.ResourceList) []*runtimeapi.HugepageLimit {
 			if !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
 				continue
 			}
-			size, err := resource.ParseQuantity(strings.TrimPrefix(string(name), v1.ResourceHugePagesPrefix))
-			if err != nil || size.Sign() <= 0 {
+			size, err := kubetypes.HugePageSize(name) // bounded: never a slow parse
+			if err != nil {
 				continue
 			}
-			unit, ok := pageSizeName(size.Value())
+			unit, ok := pageSizeName(size)
 			if !ok {
 				continue
 			}

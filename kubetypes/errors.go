@@ -12,3 +12,7 @@ var (
 	// ErrImagePullBackOff: a pull is in back-off (reason ImagePullBackOff).
 	ErrImagePullBackOff = errors.New("runtime: image pull back-off")
 )
+
+// ErrInvalidResourceName: a resource name that is not a qualified name, or a
+// hugepages-<size> name whose size is not a bounded, positive page size.
+var ErrInvalidResourceName = errors.New("kubetypes: invalid resource name")

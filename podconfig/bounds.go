@@ -19,7 +19,10 @@ import (
 const (
 	// MaxManifestNodes bounds the number of values (scalars, maps, lists) in
 	// a manifest, counting each use of a YAML alias as a copy of what it
-	// names. A pod is typically 20 to 200 values.
+	// names. A pod is typically 20 to 200 values. YAML is counted before
+	// it is decoded, keys included and every indicator counted for the
+	// most nodes it can introduce (countYAMLNodes), so YAML is held to a
+	// stricter count than the same content in JSON.
 	MaxManifestNodes = 1 << 20
 	// MaxManifestAliases bounds the number of YAML alias references ("*a").
 	MaxManifestAliases = 10_000

@@ -182,3 +182,29 @@ func BenchmarkDecodeHostileQuantity(b *testing.B) {
 		}
 	}
 }
+
+// A resource name is validated like the API server does (issue 23, item 1):
+// qualified name, and a hugepages-<size> name with a bounded page size.
+func TestDecodeRefusesBadResourceNames(t *testing.T) {
+	for _, name := range []string{"hugepages-1e-99999999", "hugepages-1e99999999", "hugepages-0", "bad name!", "a/b/c"} {
+		in := podYAML(`, resources: {limits: {"`+name+`": "1Mi"}}`, "")
+		_, err := DecodeStaticPods([]byte(in), StaticPodOptions{NodeName: "n", Source: "file", Origin: "m.yaml"})
+		if !errors.Is(err, ErrInvalidPod) || !strings.Contains(err.Error(), name) {
+			t.Errorf("resource %q: err = %v, want ErrInvalidPod naming it", name, err)
+		}
+	}
+	in := podYAML(`, resources: {limits: {"hugepages-2Mi": "2Mi", "example.com/dev": "1", memory: 1Gi}}`, "")
+	if _, err := DecodeStaticPods([]byte(in), StaticPodOptions{NodeName: "n", Source: "file", Origin: "m.yaml"}); err != nil {
+		t.Errorf("good resource names refused: %v", err)
+	}
+}
+
+// A negative emptyDir sizeLimit is refused, not taken as "no limit" (issue
+// 23, item 8).
+func TestDecodeRefusesNegativeSizeLimit(t *testing.T) {
+	in := podYAML("", "  volumes: [{name: v, emptyDir: {medium: Memory, sizeLimit: -1}}]\n")
+	_, err := DecodeStaticPods([]byte(in), StaticPodOptions{NodeName: "n", Source: "file", Origin: "m.yaml"})
+	if !errors.Is(err, ErrInvalidPod) || !strings.Contains(err.Error(), "sizeLimit") {
+		t.Fatalf("err = %v, want ErrInvalidPod naming sizeLimit", err)
+	}
+}

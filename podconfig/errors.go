@@ -29,6 +29,10 @@ var (
 	ErrQuantityOutOfRange = errors.New("podconfig: quantity out of range")
 	// ErrInvalidPod: a pod failed validation (ValidatePod).
 	ErrInvalidPod = errors.New("podconfig: invalid pod")
+	// ErrUIDConflict: a pod's UID is already stored for another source, or
+	// for another namespace/name of the same source; the pod is refused
+	// (logged and counted, see PodConfig.Refused) and the owner kept.
+	ErrUIDConflict = errors.New("podconfig: pod UID already in use")
 	// ErrInvalidSource: a source name is empty or not configured.
 	ErrInvalidSource = errors.New("podconfig: invalid source")
 	// ErrInvalidConfig: a Config or FileSourceConfig field is invalid; the

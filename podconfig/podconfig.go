@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/lifecycle"
@@ -81,7 +82,9 @@ type PodConfig struct {
 
 	mu       sync.Mutex // guards everything below and the merge itself
 	sources  map[string]*sourceState
-	required []string // sources SeenAllSources waits for, in order of addition
+	owners   map[types.UID]uidOwner // every stored UID: one source, one namespace/name
+	refused  uint64                 // pods refused for a UID conflict
+	required []string               // sources SeenAllSources waits for, in order of addition
 	channels map[string]chan kubetypes.PodUpdate
 	fp       *fingerprinter
 	scratch  mergeScratch
@@ -135,6 +138,7 @@ func New(cfg Config) (*PodConfig, error) {
 		log:      cfg.Logger.Named("podconfig"),
 		updates:  make(chan kubetypes.PodUpdate, cfg.UpdatesBuffer),
 		sources:  make(map[string]*sourceState),
+		owners:   make(map[types.UID]uidOwner),
 		channels: make(map[string]chan kubetypes.PodUpdate),
 		fp:       newFingerprinter(),
 		ready:    make(chan struct{}),
@@ -228,6 +232,16 @@ func (c *PodConfig) MergedState() []*v1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mergedLocked()
+}
+
+// Refused returns how many pods the merge has refused because their UID
+// was already stored for another source or another namespace/name (each
+// refusal is logged with an error wrapping ErrUIDConflict, and counted in
+// nodekit_podconfig_pods_refused_total).
+func (c *PodConfig) Refused() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused
 }
 
 // Seen reports whether source has delivered at least one SET (an empty one
@@ -369,6 +383,7 @@ func (c *PodConfig) startForwarderLocked(source string, ch chan kubetypes.PodUpd
 type metrics struct {
 	delivered *prometheus.CounterVec
 	pods      *prometheus.GaugeVec
+	refused   *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -381,8 +396,12 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Namespace: "nodekit", Subsystem: "podconfig", Name: "pods",
 			Help: "Pods currently known, by source.",
 		}, []string{"source"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodekit", Subsystem: "podconfig", Name: "pods_refused_total",
+			Help: "Pods refused by the merge, by source and reason (uid_conflict: the UID belongs to another source or namespace/name).",
+		}, []string{"source", "reason"}),
 	}
-	for _, col := range []prometheus.Collector{m.delivered, m.pods} {
+	for _, col := range []prometheus.Collector{m.delivered, m.pods, m.refused} {
 		if err := r.Register(col); err != nil {
 			return nil, err
 		}

@@ -206,8 +206,12 @@ func TestSourcesAreSeparate(t *testing.T) {
 		t.Fatal("Ready closed early")
 	default:
 	}
-	// The same pod from another source is not deduplicated across sources.
-	expect(t, c.Merge("two", set(mkPod("a", "a"))), "ADD(two):a")
+	// A UID one source holds is refused for every other source (issue 23,
+	// item 3); the other source is still seen.
+	expect(t, c.Merge("two", set(mkPod("a", "a"))), "ADD(two):")
+	if c.Refused() != 1 {
+		t.Errorf("Refused() = %d, want 1", c.Refused())
+	}
 	if !c.SeenAllSources() {
 		t.Error("not all seen")
 	}
@@ -217,6 +221,7 @@ func TestSourcesAreSeparate(t *testing.T) {
 		t.Fatal("Ready not closed")
 	}
 	expect(t, c.Merge("one", set()), "REMOVE(one):a")
+	expect(t, c.Merge("two", set(mkPod("a", "a"))), "ADD(two):a")
 	if st := c.MergedState(); len(st) != 1 || st[0].Annotations[kubetypes.ConfigSourceAnnotation] != "two" {
 		t.Errorf("merged state %v", st)
 	}

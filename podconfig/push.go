@@ -258,6 +258,14 @@ func (h *PushHandler) serveApply(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read body", http.StatusBadRequest)
 		return
 	}
+	// Take the one slot before decoding: concurrent pushes then cost one
+	// decode at a time, not one each at once.
+	ctx := r.Context()
+	if err := h.acquire(ctx); err != nil {
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	defer h.release()
 	pods, err := DecodeStaticPods(data, StaticPodOptions{NodeName: h.nodeName, Source: kubetypes.SourcePush, Origin: pushOrigin})
 	if err != nil {
 		code := http.StatusBadRequest
@@ -281,12 +289,6 @@ func (h *PushHandler) serveApply(w http.ResponseWriter, r *http.Request) {
 		seen[k] = true
 	}
 
-	ctx := r.Context()
-	if err := h.acquire(ctx); err != nil {
-		http.Error(w, "unavailable", http.StatusServiceUnavailable)
-		return
-	}
-	defer h.release()
 	next := make(map[string]*v1.Pod, len(h.pods)+len(pods))
 	for k, p := range h.pods {
 		next[k] = p

@@ -168,6 +168,12 @@ func manifestToJSON(data []byte) ([]byte, error) {
 		}
 		return trimmed, nil
 	}
+	// Count the nodes before any YAML decoder builds a tree: a decoder
+	// spends tens of bytes per node, so 10 MiB of "- a" lines would cost a
+	// gigabyte before scanJSON below could refuse the result.
+	if n := countYAMLNodes(data); n > MaxManifestNodes {
+		return nil, fmt.Errorf("%w: about %d YAML values (keys and values counted before decoding), the limit is %d", ErrTooLarge, n, MaxManifestNodes)
+	}
 	// Without a '*' there is no alias: the JSON is then no bigger than the
 	// YAML (give or take quoting) and scanJSON below bounds its depth and
 	// values, so the separate pass over a node tree is needed only when
@@ -192,6 +198,37 @@ func manifestToJSON(data []byte) ([]byte, error) {
 	}
 	return js, nil
 }
+
+// countYAMLNodes returns an upper bound on the number of nodes (keys,
+// values and collections) of YAML text, in one pass that allocates nothing.
+// Apart from the root, every node of a YAML document is introduced by an
+// indicator: a block sequence entry ("- "), a mapping key and value (": ",
+// or ":" after a quoted key or inside a flow collection), an explicit key
+// ("? "), or a flow collection ('[', '{') and its separators (','). Each
+// indicator is counted for the most nodes it can introduce, wherever it
+// appears (inside quotes, comments or block scalars too): counting too
+// many only makes the bound stricter, never too loose. Aliases are not
+// counted here; checkYAMLShape measures their expansion.
+func countYAMLNodes(data []byte) int {
+	n := 1 // the root
+	for i, c := range data {
+		switch c {
+		case ':':
+			n += 2 // a key and its value
+		case ',':
+			n += 2 // the next entry of a flow collection (a key and a null value in a flow mapping)
+		case '[', '{':
+			n += 3 // the collection and its first entry (a key and a null value in a flow mapping)
+		case '-', '?':
+			if i+1 == len(data) || isYAMLSpace(data[i+1]) {
+				n += 2 // a sequence entry, or an explicit key and its value
+			}
+		}
+	}
+	return n
+}
+
+func isYAMLSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // checkYAMLShape parses the first YAML document into a node tree (which does
 // not expand aliases) and measures it as if aliases were expanded: the

@@ -1,6 +1,7 @@
 package podconfig
 
 import (
+	"fmt"
 	"maps"
 	"sort"
 	"time"
@@ -151,6 +152,9 @@ func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 			if e != old {
 				st.pods[p.UID] = e
 			}
+			if old == nil {
+				c.owners[p.UID] = uidOwner{source: source, nsName: nsName{p.Namespace, p.Name}}
+			}
 			order = append(order, p.UID)
 		}
 		c.doneFiltered(pods)
@@ -158,6 +162,7 @@ func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 			if e, ok := st.pods[uid]; ok && e.gen != gen {
 				d.removes = append(d.removes, e.pod)
 				delete(st.pods, uid)
+				c.disownLocked(source, uid)
 			}
 		}
 		// Keep the old order's array for the next SET (of any source).
@@ -172,6 +177,7 @@ func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 				gone[p.UID] = true
 				d.removes = append(d.removes, e.pod)
 				delete(st.pods, p.UID)
+				c.disownLocked(source, p.UID)
 			}
 		}
 		if len(gone) > 0 {
@@ -190,6 +196,7 @@ func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 			st.pods[p.UID] = c.upsert(source, old, p, now, len(pods)-i, &d)
 			if !existed {
 				st.order = append(st.order, p.UID)
+				c.owners[p.UID] = uidOwner{source: source, nsName: nsName{p.Namespace, p.Name}}
 			}
 		}
 		c.doneFiltered(pods)
@@ -228,6 +235,10 @@ func (c *PodConfig) filter(source string, pods []*v1.Pod, checkUIDs bool) []*v1.
 				zap.String("source", source), zap.Int("index", i), zap.String("name", p.Name), zap.String("uid", string(p.UID)))
 			continue
 		}
+		if err := c.checkOwnerLocked(source, p); err != nil {
+			c.refuseLocked(source, err)
+			continue
+		}
 		if names != nil {
 			key := nsName{p.Namespace, p.Name}
 			if _, dup := names[key]; dup {
@@ -251,6 +262,44 @@ func (c *PodConfig) filter(source string, pods []*v1.Pod, checkUIDs bool) []*v1.
 	clear(names) // keep the capacity, not the caller's strings
 	clear(uids)
 	return out
+}
+
+// uidOwner is the source and namespace/name a stored UID belongs to.
+type uidOwner struct {
+	source string
+	nsName
+}
+
+// checkOwnerLocked refuses a pod whose UID is stored for another source, or
+// for another namespace/name: two pods with one UID would share one pod
+// worker, one sandbox and one set of volumes on the node.
+func (c *PodConfig) checkOwnerLocked(source string, p *v1.Pod) error {
+	o, ok := c.owners[p.UID]
+	if !ok || (o.source == source && o.ns == p.Namespace && o.name == p.Name) {
+		return nil
+	}
+	if o.source != source {
+		return fmt.Errorf("%w: pod %s/%s from source %q has UID %q, which pod %s/%s of source %q already has",
+			ErrUIDConflict, p.Namespace, p.Name, source, p.UID, o.ns, o.name, o.source)
+	}
+	return fmt.Errorf("%w: pod %s/%s from source %q reuses UID %q of pod %s/%s",
+		ErrUIDConflict, p.Namespace, p.Name, source, p.UID, o.ns, o.name)
+}
+
+// refuseLocked logs and counts a refused pod.
+func (c *PodConfig) refuseLocked(source string, err error) {
+	c.refused++
+	c.log.Warn("refusing a pod", zap.String("source", source), zap.Error(err))
+	if c.metrics != nil {
+		c.metrics.refused.WithLabelValues(source, "uid_conflict").Inc()
+	}
+}
+
+// disownLocked frees uid when source owns it.
+func (c *PodConfig) disownLocked(source string, uid types.UID) {
+	if o, ok := c.owners[uid]; ok && o.source == source {
+		delete(c.owners, uid)
+	}
 }
 
 // doneFiltered hands the slice filter returned back for reuse, dropping

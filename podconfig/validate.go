@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/nodekit/nodekit/kubetypes"
+
 	v1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -136,6 +138,9 @@ func validateSpec(s *v1.PodSpec, p *field.Path) field.ErrorList {
 				errs = append(errs, field.Forbidden(vp, "may not specify more than 1 volume type"))
 			}
 		}
+		if ed := vol.EmptyDir; ed != nil && ed.SizeLimit != nil && ed.SizeLimit.Sign() < 0 {
+			errs = append(errs, field.Invalid(vp.Child("emptyDir", "sizeLimit"), ed.SizeLimit.String(), "must be greater than or equal to 0"))
+		}
 		if vol.HostPath != nil && !path.IsAbs(vol.HostPath.Path) {
 			errs = append(errs, field.Invalid(vp.Child("hostPath", "path"), vol.HostPath.Path, "must be an absolute path"))
 		}
@@ -177,6 +182,11 @@ func validateSpec(s *v1.PodSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy,
 			[]string{string(v1.DNSClusterFirst), string(v1.DNSClusterFirstWithHostNet), string(v1.DNSDefault), string(v1.DNSNone)}))
 	}
+	if r := s.Resources; r != nil {
+		errs = append(errs, validateResourceNames(r.Limits, p.Child("resources", "limits"))...)
+		errs = append(errs, validateResourceNames(r.Requests, p.Child("resources", "requests"))...)
+	}
+	errs = append(errs, validateResourceNames(s.Overhead, p.Child("overhead"))...)
 	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be >= 0"))
 	}
@@ -236,6 +246,8 @@ func validateContainer(c *v1.Container, p *field.Path, names, portNames, volumes
 		}
 	}
 	rp := p.Child("resources")
+	errs = append(errs, validateResourceNames(c.Resources.Limits, rp.Child("limits"))...)
+	errs = append(errs, validateResourceNames(c.Resources.Requests, rp.Child("requests"))...)
 	for name, q := range c.Resources.Limits {
 		if q.Sign() < 0 {
 			errs = append(errs, field.Invalid(rp.Child("limits").Key(string(name)), q.String(), "must be greater than or equal to 0"))
@@ -288,6 +300,26 @@ func validateContainer(c *v1.Container, p *field.Path, names, portNames, volumes
 			}
 			if e.Value != "" {
 				errs = append(errs, field.Invalid(ep.Child("valueFrom"), "", "may not be specified when `value` is not empty"))
+			}
+		}
+	}
+	return errs
+}
+
+// validateResourceNames checks the names of a resource list as the API
+// server does: each a qualified name ("cpu", "example.com/gpu"), and a
+// hugepages-<size> name with a page size that is bounded before it is
+// parsed (kubetypes.HugePageSize), so no later consumer parses a slow one.
+func validateResourceNames(rl v1.ResourceList, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name := range rl {
+		s := string(name)
+		for _, msg := range utilvalidation.IsQualifiedName(s) {
+			errs = append(errs, field.Invalid(p.Key(s), s, msg))
+		}
+		if strings.HasPrefix(s, v1.ResourceHugePagesPrefix) {
+			if _, err := kubetypes.HugePageSize(name); err != nil {
+				errs = append(errs, field.Invalid(p.Key(s), s, err.Error()))
 			}
 		}
 	}

@@ -74,10 +74,13 @@ func (r *resourceFitAdmitter) Admit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
 	if len(misses) == 0 {
 		return AdmitResult{Admit: true}
 	}
-	m := misses[0]
-	reason := "OutOf" + string(m.name)
+	return misses[0].result()
+}
+
+// result is the rejection for a resource that does not fit.
+func (m insufficient) result() AdmitResult {
 	return AdmitResult{
-		Reason: reason,
+		Reason: "OutOf" + string(m.name),
 		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
 			m.name, m.requested, m.used, m.capacity),
 	}
@@ -86,21 +89,27 @@ func (r *resourceFitAdmitter) Admit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
 // fitResources returns the resources that don't fit, pods first, then
 // cpu, memory, ephemeral-storage, then the others by name.
 func fitResources(pod *v1.Pod, active []*v1.Pod, alloc v1.ResourceList) []insufficient {
+	used := make(map[v1.ResourceName]int64)
+	for _, p := range active {
+		for name, v := range podRequests(p) {
+			used[name] += v
+		}
+	}
+	return fitUsed(pod, int64(len(active)), used, alloc)
+}
+
+// fitUsed is fitResources given the number of active pods and their
+// summed requests.
+func fitUsed(pod *v1.Pod, nActive int64, used map[v1.ResourceName]int64, alloc v1.ResourceList) []insufficient {
 	var out []insufficient
 	if q, ok := alloc[v1.ResourcePods]; ok {
-		if n := int64(len(active)); n+1 > q.Value() {
+		if n := nActive; n+1 > q.Value() {
 			out = append(out, insufficient{v1.ResourcePods, 1, n, q.Value()})
 		}
 	}
 	req := podRequests(pod)
 	if len(req) == 0 {
 		return out
-	}
-	used := make(map[v1.ResourceName]int64)
-	for _, p := range active {
-		for name, v := range podRequests(p) {
-			used[name] += v
-		}
 	}
 	names := make([]v1.ResourceName, 0, len(req))
 	for name := range req {
@@ -307,4 +316,118 @@ func (l *Loop) isAdmittedPodTerminal(p *v1.Pod) bool {
 		return true
 	}
 	return false
+}
+
+// admission admits the pods of one HandlePodAdditions call. It takes the
+// active pods once, when the batch begins (O(n log n) for n known pods),
+// and then keeps them and the built-in checks' running totals (requests
+// per resource, host ports held) as pods are added, so each admission
+// costs the new pod's size, not the node's: admitting n pods is
+// O(n log n) overall instead of a re-listing and re-sorting of every pod
+// for each one. Handlers other than the built-in ones still get the
+// active pods as a slice.
+type admission struct {
+	l      *Loop
+	active []*v1.Pod
+	// requests are the summed requests of active (cpu in millicores).
+	requests map[v1.ResourceName]int64
+	// ports counts the active pods' host ports by (ip, protocol, port);
+	// anyIP counts them by (protocol, port) whatever the IP.
+	ports map[hostPort]int
+	anyIP map[hostPort]int
+}
+
+// beginAdmission snapshots the active pods, leaving out the UIDs of batch
+// (they are admitted one by one).
+func (l *Loop) beginAdmission(batch []*v1.Pod) *admission {
+	skip := make(map[types.UID]struct{}, len(batch))
+	for _, p := range batch {
+		if p != nil {
+			skip[p.UID] = struct{}{}
+		}
+	}
+	a := &admission{l: l, requests: map[v1.ResourceName]int64{}, ports: map[hostPort]int{}, anyIP: map[hostPort]int{}}
+	for _, p := range l.activePodsExcept("") {
+		if _, ok := skip[p.UID]; ok {
+			continue
+		}
+		a.count(p)
+	}
+	return a
+}
+
+// count adds p to the active pods and the running totals.
+func (a *admission) count(p *v1.Pod) {
+	a.active = append(a.active, p)
+	for name, v := range podRequests(p) {
+		a.requests[name] += v
+	}
+	for _, hp := range podHostPorts(p) {
+		a.ports[hp]++
+		a.anyIP[hostPort{protocol: hp.protocol, port: hp.port}]++
+	}
+}
+
+// add counts pod as active for the rest of the batch when it is (admitted
+// and not terminal, or still being stopped).
+func (a *admission) add(pod *v1.Pod) {
+	if a.l.isActive(pod) {
+		a.count(pod)
+	}
+}
+
+// admit runs every admit handler for pod against the batch's active pods;
+// the first rejection wins. The built-in checks use the running totals.
+func (a *admission) admit(pod *v1.Pod) AdmitResult {
+	for _, h := range a.l.admit {
+		var r AdmitResult
+		switch h := h.(type) {
+		case *resourceFitAdmitter:
+			r = h.admitWith(pod, int64(len(a.active)), a.requests)
+		case hostPortAdmitter:
+			r = a.admitPorts(pod)
+		default:
+			r = h.Admit(pod, a.active)
+		}
+		if !r.Admit {
+			if r.Reason == "" {
+				r.Reason = "UnknownReason"
+			}
+			return r
+		}
+	}
+	return AdmitResult{Admit: true}
+}
+
+// admitWith is Admit with the active pods' count and summed requests.
+func (r *resourceFitAdmitter) admitWith(pod *v1.Pod, nActive int64, used map[v1.ResourceName]int64) AdmitResult {
+	if r.allocatable == nil {
+		return AdmitResult{Admit: true}
+	}
+	alloc := r.allocatable()
+	if len(alloc) == 0 {
+		return AdmitResult{Admit: true}
+	}
+	misses := fitUsed(pod, nActive, used, alloc)
+	if len(misses) == 0 {
+		return AdmitResult{Admit: true}
+	}
+	return misses[0].result()
+}
+
+// admitPorts is hostPortAdmitter.Admit against the running port counts.
+func (a *admission) admitPorts(pod *v1.Pod) AdmitResult {
+	for _, b := range podHostPorts(pod) {
+		conflict := a.ports[b] > 0 || a.ports[hostPort{ip: "0.0.0.0", protocol: b.protocol, port: b.port}] > 0
+		if b.ip == "0.0.0.0" {
+			conflict = conflict || a.anyIP[hostPort{protocol: b.protocol, port: b.port}] > 0
+		}
+		if conflict {
+			return AdmitResult{
+				Reason:  ReasonNodePorts,
+				Message: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports",
+			}
+		}
+	}
+	return AdmitResult{Admit: true}
 }

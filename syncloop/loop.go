@@ -687,6 +687,7 @@ func sortPodsByCreation(pods []*v1.Pod) {
 func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 	pods = append([]*v1.Pod(nil), pods...)
 	sortPodsByCreation(pods)
+	adm := l.beginAdmission(pods) // the active pods once; see admission.go
 	for _, pod := range pods {
 		if kubetypes.IsMirrorPod(pod) {
 			l.log.Debug("mirror pod ignored", zap.String("pod", pod.Namespace+"/"+pod.Name))
@@ -697,11 +698,12 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 		l.seen[pod.UID] = struct{}{}
 		l.podsMu.Unlock()
 		if !l.workers.IsPodTerminationRequested(pod.UID) && pod.DeletionTimestamp == nil && !l.isAdmittedPodTerminal(pod) {
-			if r := l.canAdmitPod(pod, l.activePodsExcept(pod.UID)); !r.Admit {
+			if r := adm.admit(pod); !r.Admit {
 				l.rejectPod(pod, r)
 				continue
 			}
 		}
+		adm.add(pod)
 		l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
 	}
 }

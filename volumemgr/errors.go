@@ -29,3 +29,7 @@ var (
 	// messages end with.
 	ErrTimeout = errors.New("timed out waiting for the condition")
 )
+
+// ErrInvalidVolume: a volume's spec has a value the plugin refuses (a
+// negative emptyDir sizeLimit); the wrapping error names the field.
+var ErrInvalidVolume = errors.New("volumemgr: invalid volume")

@@ -20,13 +20,24 @@ type SystemMounter struct{}
 var _ Mounter = (*SystemMounter)(nil)
 
 // MountTmpfs mounts a tmpfs on target with mode 0777 (as an emptyDir), nodev
-// and nosuid, and size=<sizeBytes> when sizeBytes > 0.
+// and nosuid, and size=<sizeBytes> when sizeBytes > 0. target is opened
+// once (O_PATH|O_NOFOLLOW|O_DIRECTORY) and the tmpfs is mounted through
+// that descriptor, so a target that is, or is swapped for, a symlink is
+// refused (ErrPathEscape) instead of mounting on the link's target.
 func (*SystemMounter) MountTmpfs(target string, sizeBytes int64) error {
 	opts := "mode=0777"
 	if sizeBytes > 0 {
 		opts += ",size=" + strconv.FormatInt(sizeBytes, 10)
 	}
-	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return fmt.Errorf("%w: %s is not a directory of its own (a symbolic link?)", ErrPathEscape, target)
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: target, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Mount("tmpfs", "/proc/self/fd/"+strconv.Itoa(fd), "tmpfs", unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
 		return &os.PathError{Op: "mount tmpfs", Path: target, Err: err}
 	}
 	return nil

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
+	"github.com/nodekit/nodekit/internal/fsutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -62,9 +64,26 @@ func fileMode(m *int32, def fs.FileMode) (fs.FileMode, error) {
 // a tmpfs of sizeBytes on it unless it is already a mount point. mounted
 // reports whether this call mounted it (so a failed first SetUp can undo).
 func setUpDir(m Mounter, dir string, tmpfs bool, sizeBytes int64) (mounted bool, err error) {
-	if err := os.MkdirAll(dir, emptyDirMode); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
 		return false, err
 	}
+	// The volume dir and the pod's dirs above it must be directories of
+	// their own, not symlinks pre-seeded to send a mount (or the files
+	// written) elsewhere: checked without following links, before mounting.
+	if err := checkNoSymlinks(dir, podDirDepth); err != nil {
+		return false, err
+	}
+	if err := fsutil.EnsureDir(dir, emptyDirMode, false); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrPathEscape, err)
+	}
+	defer func() {
+		// Unmount what this call mounted when it then fails.
+		if err != nil && mounted {
+			if uerr := m.Unmount(dir); uerr == nil {
+				mounted = false
+			}
+		}
+	}()
 	if tmpfs {
 		if m == nil {
 			return false, ErrNoMounter
@@ -96,6 +115,28 @@ func setUpDir(m Mounter, dir string, tmpfs bool, sizeBytes int64) (mounted bool,
 	return mounted, nil
 }
 
+// podDirDepth is how many directories above a volume dir belong to the pod
+// (<uid>/volumes/<plugin>/<volume>): none of them may be a symlink.
+const podDirDepth = 3
+
+// checkNoSymlinks refuses dir when it or one of its depth parents is a
+// symlink (a missing one is fine: it is created as a directory).
+func checkNoSymlinks(dir string, depth int) error {
+	for d, i := dir, 0; i <= depth && d != "/" && d != "."; d, i = filepath.Dir(d), i+1 {
+		fi, err := os.Lstat(d)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %s is a symbolic link", ErrPathEscape, d)
+		}
+	}
+	return nil
+}
+
 // tearDownDir unmounts dir if it is a mount point (when m is set) and
 // removes it with its content, never following symlinks. A missing dir is
 // not an error.
@@ -103,8 +144,13 @@ func tearDownDir(m Mounter, dir string) error {
 	if err := checkDir(dir); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
+	}
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// Never unmount through a link: remove the link itself.
+		return os.Remove(dir)
 	}
 	if err := unmountIfMounted(m, dir); err != nil {
 		return err

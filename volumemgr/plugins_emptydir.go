@@ -27,6 +27,11 @@ func (p *emptyDirPlugin) SetUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if sl := vol.EmptyDir.SizeLimit; sl != nil && sl.Sign() < 0 {
+		// Not "no limit": a negative size is a mistake, refused before
+		// anything is created or mounted.
+		return volumeError(p.Name(), vol, fmt.Errorf("%w: sizeLimit %s is negative", ErrInvalidVolume, sl.String()))
+	}
 	var err error
 	switch vol.EmptyDir.Medium {
 	case v1.StorageMediumDefault:

@@ -673,3 +673,55 @@ func TestPluginsFsGroup(t *testing.T) {
 		t.Fatalf("fsGroup mode %v", m)
 	}
 }
+
+// A negative sizeLimit on a memory emptyDir is an error, not "no limit"
+// (issue 23, item 8); nothing is mounted.
+func TestPluginsEmptyDirNegativeSizeLimit(t *testing.T) {
+	e := newPluginEnv(t, TmpfsNever)
+	vol := &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{
+		Medium: v1.StorageMediumMemory, SizeLimit: plugPtr(resource.MustParse("-1")),
+	}}}
+	if _, _, err := e.setUp(t, plugTestPod(), vol); err == nil || !strings.Contains(err.Error(), "sizeLimit") {
+		t.Fatalf("SetUp = %v, want an error naming sizeLimit", err)
+	}
+	if len(e.mounter.mounts) != 0 {
+		t.Fatalf("mounted %v", e.mounter.mounts)
+	}
+}
+
+// A volume dir pre-seeded as a symlink (issue 23, item 4) is refused before
+// anything is mounted, and TearDown removes the link without unmounting or
+// touching its target.
+func TestPluginsSymlinkedVolumeDirRefused(t *testing.T) {
+	for _, seed := range []string{"vol", "plugin"} {
+		t.Run(seed, func(t *testing.T) {
+			e := newPluginEnv(t, TmpfsNever)
+			vol := &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}
+			p, err := FindPlugin(e.plugins, vol)
+			plugMust(t, err)
+			dir := e.dir(p, vol.Name)
+			target := t.TempDir()
+			link := dir
+			if seed == "plugin" {
+				link = filepath.Dir(dir)
+			}
+			plugMust(t, os.MkdirAll(filepath.Dir(link), 0o750))
+			plugMust(t, os.Symlink(target, link))
+			if err := p.SetUp(t.Context(), plugTestPod(), vol, dir); !errors.Is(err, ErrPathEscape) {
+				t.Fatalf("SetUp through a symlink = %v, want ErrPathEscape", err)
+			}
+			if len(e.mounter.mounts) != 0 || len(e.mounter.history) != 0 {
+				t.Fatalf("mounted through a symlink: %v", e.mounter.history)
+			}
+			if seed == "vol" {
+				plugMust(t, p.TearDown(t.Context(), dir))
+				if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal("link left")
+				}
+				if _, err := os.Stat(target); err != nil {
+					t.Fatal("target removed")
+				}
+			}
+		})
+	}
+}

@@ -250,6 +250,13 @@ func (m *Manager) allocateInto(s *state, pod *v1.Pod, c *v1.Container) (bool, er
 	if !reuse.IsEmpty() {
 		avail = avail.Union(reuse)
 	}
+	if n >= maxCPURequest {
+		// n is capped at the bound the allocator looks at: report what was
+		// asked for, not the bound.
+		m.mErrors.Inc()
+		return false, fmt.Errorf("container %q of pod %s: %w to satisfy request: requested=%s, available=%d",
+			c.Name, podName(pod), ErrNotEnoughCPUs, requestedCPUs(c), avail.Size())
+	}
 	set, err := m.alloc.take(avail, n)
 	if err != nil {
 		m.mErrors.Inc()

@@ -1,6 +1,8 @@
 package cpumanager
 
 import (
+	"strconv"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -67,6 +69,19 @@ func exclusiveCPUs(pod *v1.Pod, c *v1.Container) int {
 		return 0
 	}
 	return int(m / 1000)
+}
+
+// requestedCPUs is the container's cpu request (the limit when no request
+// is given) as a number of CPUs, written in full.
+func requestedCPUs(c *v1.Container) string {
+	q, ok := c.Resources.Requests[v1.ResourceCPU]
+	if !ok {
+		q = c.Resources.Limits[v1.ResourceCPU]
+	}
+	if v, ok := q.AsInt64(); ok {
+		return strconv.FormatInt(v, 10)
+	}
+	return q.String()
 }
 
 func isRestartableInit(c *v1.Container) bool {

@@ -173,3 +173,14 @@ var (
 	_ kuberuntime.CPUSetProvider = (*Manager)(nil)
 	_ Runtime                    = (*remote.Client)(nil)
 )
+
+// A request for more CPUs than the allocator looks at is refused with the
+// figure asked for, not the bound (issue 23, item 8).
+func TestHugeCPURequestReportsRealFigure(t *testing.T) {
+	m := started(t, newStatic(t, mustTopo(t, 1, 2, 1, 1), 1, t.TempDir()))
+	var h syncloop.AdmitHandler = admitter{m}
+	r := h.Admit(pod("a", true, "20000000"), nil)
+	if r.Admit || !strings.Contains(r.Message, "requested=20000000,") {
+		t.Fatalf("admission: %+v, want a refusal saying requested=20000000", r)
+	}
+}

@@ -15,8 +15,10 @@ import (
 	"syscall"
 )
 
-// MaxSize is the largest payload Write accepts and Read returns.
-const MaxSize = 64 << 20
+// MaxSize is the largest payload Write accepts and Read returns: the
+// manifest size limit (podconfig.MaxManifestSize), since a persisted pod
+// set is replayed as pods and must fit the bounds live input has.
+const MaxSize = 10 << 20
 
 // MaxNameLen is the longest accepted checkpoint name, leaving room for the
 // temporary-file and ".corrupt.N" suffixes within common 255-byte limits.
@@ -137,8 +139,50 @@ func fsyncFD(fd int) error {
 	}
 }
 
-// ReadFile implements FS.
-func (OS) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+// ReadFile implements FS. It opens path once, without following a symlink
+// in its last element (O_NOFOLLOW; O_NONBLOCK so a FIFO cannot block the
+// open), checks on the descriptor that it is a regular file of at most
+// MaxSize plus the header, and reads at most that much from it: a name
+// swapped between a check and the open cannot deliver another file.
+func (OS) ReadFile(path string) ([]byte, error) {
+	fd, err := openNoFollow(path)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%w: %s is a symbolic link", ErrCorrupt, filepath.Base(path))
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorrupt, filepath.Base(path))
+	}
+	const limit = MaxSize + headerLen
+	if st.Size > limit {
+		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, filepath.Base(path), st.Size, int64(limit))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("%w: %s grew beyond %d bytes while read", ErrTooLarge, filepath.Base(path), int64(limit))
+	}
+	return b, nil
+}
+
+func openNoFollow(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
+}
 
 // Rename implements FS.
 func (OS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
@@ -308,9 +352,16 @@ func ReadFS(fsys FS, dir, name string) ([]byte, error) {
 	if fi.Size() > MaxSize+headerLen {
 		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, name, fi.Size(), MaxSize+headerLen)
 	}
+	// The Lstat above is an early answer only: the name can be swapped
+	// before the read. OS.ReadFile checks the descriptor it reads from
+	// (no symlink, regular, within the size), and the length is checked
+	// again for any FS.
 	b, err := fsys.ReadFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: read %s: %w", name, err)
+	}
+	if len(b) > MaxSize+headerLen {
+		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, name, len(b), MaxSize+headerLen)
 	}
 	payload, err := Decode(b)
 	if err != nil {

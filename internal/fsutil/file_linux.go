@@ -66,3 +66,36 @@ func open(name string, flags int, mode uint32) (int, error) {
 		}
 	}
 }
+
+// EnsureDir makes dir (its parent must exist) or accepts it when it
+// exists, without following a symlink at dir: it opens dir once with
+// O_NOFOLLOW|O_DIRECTORY and checks the descriptor, so a symlink or a
+// non-directory is an error wrapping ErrNotPlainDir. With chmod set, the
+// mode is set to exactly mode through the descriptor (never through a
+// path a swapped link could redirect).
+func EnsureDir(dir string, mode fs.FileMode, chmod bool) error {
+	if err := syscall.Mkdir(dir, uint32(mode.Perm())); err != nil && err != syscall.EEXIST {
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: err}
+	}
+	fd, err := open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err == syscall.ELOOP || err == syscall.ENOTDIR {
+		return &fs.PathError{Op: "open", Path: dir, Err: ErrNotPlainDir}
+	}
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return &fs.PathError{Op: "fstat", Path: dir, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return &fs.PathError{Op: "open", Path: dir, Err: ErrNotPlainDir}
+	}
+	if chmod && fs.FileMode(st.Mode).Perm() != mode.Perm() {
+		if err := syscall.Fchmod(fd, uint32(mode.Perm())); err != nil {
+			return &fs.PathError{Op: "chmod", Path: dir, Err: err}
+		}
+	}
+	return nil
+}

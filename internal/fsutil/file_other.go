@@ -3,6 +3,7 @@
 package fsutil
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -30,4 +31,24 @@ func CreateExclusive(name string, mode fs.FileMode) error {
 		return err
 	}
 	return os.Chmod(name, mode.Perm())
+}
+
+// EnsureDir makes dir or accepts it when it exists, refusing a symlink or
+// a non-directory (ErrNotPlainDir); with chmod set, it sets mode. Off
+// Linux the check and the chmod are by path.
+func EnsureDir(dir string, mode fs.FileMode, chmod bool) error {
+	if err := os.Mkdir(dir, mode.Perm()); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return &fs.PathError{Op: "open", Path: dir, Err: ErrNotPlainDir}
+	}
+	if chmod && fi.Mode().Perm() != mode.Perm() {
+		return os.Chmod(dir, mode.Perm())
+	}
+	return nil
 }

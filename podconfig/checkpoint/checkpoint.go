@@ -19,6 +19,7 @@ import (
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
+	"github.com/nodekit/nodekit/podconfig"
 )
 
 // DefaultReplayAfter is how long Run waits for the live source before it
@@ -288,17 +289,12 @@ func (s *Source) loadFile(name string) (pods []*v1.Pod, found bool, err error) {
 	case err != nil:
 		return nil, true, err
 	}
-	var list v1.PodList
-	if err := json.Unmarshal(data, &list); err != nil || list.Kind != "PodList" {
-		if err == nil {
-			err = fmt.Errorf("kind %q is not PodList", list.Kind)
-		}
+	// A matching checksum proves integrity, not sanity: the pods are
+	// checked with the bounds of live input before they are decoded.
+	pods, err = podconfig.DecodePodList(data)
+	if err != nil {
 		s.setAside(name, err)
 		return nil, true, nil
-	}
-	pods = make([]*v1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		pods = append(pods, &list.Items[i])
 	}
 	return pods, true, nil
 }

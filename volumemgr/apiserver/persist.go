@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	ckpt "github.com/nodekit/nodekit/internal/checkpoint"
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/lifecycle"
 	"github.com/nodekit/nodekit/volumemgr"
 )
@@ -439,14 +440,23 @@ func (p *Persisted) ensureDir(dir string) error {
 	if p.dirsReady[dir] {
 		return nil
 	}
+	if _, ok := p.fs.(ckpt.OS); ok {
+		// Made and checked without following links: a symlinked Dir or
+		// secrets/ would send the copies (and the chmod) elsewhere.
+		if err := os.MkdirAll(filepath.Dir(p.dir), 0o700); err != nil {
+			return err
+		}
+		for _, d := range []string{p.dir, dir} {
+			if err := fsutil.EnsureDir(d, 0o700, true); err != nil {
+				return err
+			}
+		}
+		p.dirsReady[dir] = true
+		return nil
+	}
 	for _, d := range []string{p.dir, dir} {
 		if err := p.fs.MkdirAll(d, 0o700); err != nil {
 			return err
-		}
-		if _, ok := p.fs.(ckpt.OS); ok {
-			if err := os.Chmod(d, 0o700); err != nil {
-				return err
-			}
 		}
 	}
 	p.dirsReady[dir] = true
