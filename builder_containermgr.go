@@ -18,6 +18,9 @@ import (
 // sandboxes are placed in them, admission checks requests against the
 // node's allocatable resources, the QoS tree is made before the first pod
 // runs, and the manager's periodic QoS update runs for the agent's life.
+// When the runtime reports its cgroup driver (CRI RuntimeConfig, containerd
+// 2.x) the manager uses it instead of its configured one, with a warning
+// when they differ.
 func (b *Builder) WithContainerManager(m *containermgr.Manager) *Builder {
 	if m == nil {
 		return b.fail("WithContainerManager was given a nil manager")
@@ -26,6 +29,10 @@ func (b *Builder) WithContainerManager(m *containermgr.Manager) *Builder {
 	b.WithNodeAllocatable(m.NodeAllocatable)
 	b.afterBuild = append(b.afterBuild, func(a *Agent) error {
 		a.starters = append(a.starters, func(ctx context.Context) error {
+			// The runtime's cgroup driver wins over the configured one.
+			if err := adoptRuntimeCgroupDriver(ctx, a.cri, m, a.log); err != nil {
+				return fmt.Errorf("nodekit: the runtime's cgroup driver: %w", err)
+			}
 			if err := m.Start(ctx); err != nil {
 				return fmt.Errorf("nodekit: starting the container manager: %w", err)
 			}
