@@ -92,6 +92,7 @@ type Builder struct {
 	afterBuild []func(*Agent) error
 
 	eventedPLEG bool
+	relistPLEG  bool
 }
 
 // NewBuilder returns a Builder with no settings.
@@ -184,7 +185,8 @@ func (b *Builder) WithLogger(l *zap.Logger) *Builder { b.logger = l; return b }
 // as a safety net, when the runtime offers the event stream; otherwise the
 // agent relists as usual (pleg.GenericPLEG). A runtime that has the method
 // but answers Unimplemented (containerd 1.6) makes the EventedPLEG fall back
-// to relisting at run time, so the option is harmless there.
+// to relisting at run time, so the option is harmless there. It is the
+// default for a runtime reached over the CRI (see WithRelistPLEG).
 func (b *Builder) WithEventedPLEG() *Builder { b.eventedPLEG = true; return b }
 
 // WithRegisterer registers every part's metrics with r (default none),
@@ -351,7 +353,7 @@ func (b *Builder) Build() (*Agent, error) {
 	// next parts still validate the rest of their configuration.
 	var g podLifecycle
 	pcfg := pleg.Config{Runtime: orNil(mgr), Clock: clk, Logger: log, Registerer: b.registerer}
-	if src, ok := driven.(pleg.EventSource); ok && b.eventedPLEG {
+	if src, ok := driven.(pleg.EventSource); ok && b.wantEventedPLEG(cri) {
 		ev, err := pleg.NewEvented(pleg.EventedConfig{Config: pcfg, Events: src})
 		if err != nil {
 			errs = append(errs, partErr("pleg", err))
