@@ -363,7 +363,10 @@ import_images() {
 }
 
 cmd_start() {
-	if running; then
+	if running && [ -n "${NODEKIT_CONTAINERD:-}" ] && [ "$(cat "$DIR/flavour" 2>/dev/null || echo 1.6)" != "$FLAVOUR" ]; then
+		log "containerd $(cat "$DIR/flavour" 2>/dev/null || echo 1.6) already runs under $DIR, not $FLAVOUR: stop it first or use another NODEKIT_CONTAINERD_DIR"
+		return 1
+	elif running; then
 		log "containerd already running (pid $(cat "$PIDFILE"), socket $SOCK)"
 	else
 		if [ "$FLAVOUR" = 2 ] && ! cmd_built; then
