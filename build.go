@@ -264,7 +264,7 @@ func (bd *build) buildPLEG() {
 		return
 	}
 	cfg := pleg.Config{Runtime: a.mgr, Clock: bd.clk, Logger: bd.log, Registerer: bd.b.registerer}
-	if src, ok := bd.driven.(pleg.EventSource); ok && bd.b.eventedPLEG {
+	if src, ok := bd.driven.(pleg.EventSource); ok && bd.b.wantEventedPLEG(bd.cri) {
 		ev, err := pleg.NewEvented(pleg.EventedConfig{Config: cfg, Events: src})
 		if err != nil {
 			bd.fail(partErr("pleg", err))
@@ -399,6 +399,10 @@ func (bd *build) connect() {
 	}
 	if m := b.containerMgr; m != nil {
 		a.starters = append(a.starters, func(ctx context.Context) error {
+			// The runtime's cgroup driver wins over the configured one.
+			if err := adoptRuntimeCgroupDriver(ctx, a.cri, m, a.log); err != nil {
+				return fmt.Errorf("nodekit: the runtime's cgroup driver: %w", err)
+			}
 			if err := m.Start(ctx); err != nil {
 				return fmt.Errorf("nodekit: starting the container manager: %w", err)
 			}

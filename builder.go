@@ -87,6 +87,7 @@ type Builder struct {
 	loopEdits     []func(*syncloop.Config)
 	parts         []extraPart
 	eventedPLEG   bool
+	relistPLEG    bool
 
 	// The one-call wirings, recorded by their With call and built by Build
 	// (build.go) in one fixed order, whatever the order of the calls.
@@ -194,7 +195,8 @@ func (b *Builder) WithLogger(l *zap.Logger) *Builder { b.logger = l; return b }
 // as a safety net, when the runtime offers the event stream; otherwise the
 // agent relists as usual (pleg.GenericPLEG). A runtime that has the method
 // but answers Unimplemented (containerd 1.6) makes the EventedPLEG fall back
-// to relisting at run time, so the option is harmless there.
+// to relisting at run time, so the option is harmless there. It is the
+// default for a runtime reached over the CRI (see WithRelistPLEG).
 func (b *Builder) WithEventedPLEG() *Builder { b.eventedPLEG = true; return b }
 
 // WithRegisterer registers every part's metrics with r (default none),

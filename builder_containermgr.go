@@ -11,6 +11,9 @@ import (
 // sandboxes are placed in them, admission checks requests against the
 // node's allocatable resources, the QoS tree is made before the first pod
 // runs, and the manager's periodic QoS update runs for the agent's life.
+// When the runtime reports its cgroup driver (CRI RuntimeConfig, containerd
+// 2.x) the manager uses it instead of its configured one, with a warning
+// when they differ.
 func (b *Builder) WithContainerManager(m *containermgr.Manager) *Builder {
 	return record(b, &b.containerMgr, m, "WithContainerManager")
 }

@@ -2,6 +2,7 @@ package nodekit_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -104,5 +105,29 @@ func TestEventedPLEGOffByDefault(t *testing.T) {
 	a, _ := evAgent(t, false)
 	if a.EventedPLEG() != nil || a.PLEG() == nil {
 		t.Fatalf("evented %v generic %v", a.EventedPLEG(), a.PLEG())
+	}
+}
+
+// A runtime reached over the CRI gets an EventedPLEG by default (it falls
+// back to relisting at run time when the runtime lacks container events);
+// WithRelistPLEG turns it off.
+func TestEventedPLEGDefaultForRemoteRuntime(t *testing.T) {
+	build := func(relist bool) *nodekit.Agent {
+		b := nodekit.NewBuilder().WithNodeName("n").WithRootDir(t.TempDir()).
+			WithRuntimeEndpoint("unix://" + filepath.Join(t.TempDir(), "none.sock"))
+		if relist {
+			b.WithRelistPLEG()
+		}
+		a, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := build(false); a.EventedPLEG() == nil || a.PLEG() != a.EventedPLEG().Generic() {
+		t.Fatal("a remote runtime got no EventedPLEG by default")
+	}
+	if a := build(true); a.EventedPLEG() != nil || a.PLEG() == nil {
+		t.Fatalf("WithRelistPLEG: evented %v generic %v", a.EventedPLEG(), a.PLEG())
 	}
 }

@@ -12,6 +12,8 @@ var (
 	// after it returned); each value runs at most once. It is the same
 	// value as lifecycle.ErrAlreadyRan.
 	ErrAlreadyRan = lifecycle.ErrAlreadyRan
+	// ErrStarted: the call is only allowed before Start (SetCgroupDriver).
+	ErrStarted = errors.New("containermgr: already started")
 	// ErrInvalidConfig: a Config field is wrong (the message names it).
 	ErrInvalidConfig = errors.New("containermgr: invalid config")
 	// ErrInvalidCgroupName: a cgroup name part is empty, holds '/' or '_',

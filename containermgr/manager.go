@@ -279,7 +279,36 @@ func (m *Manager) PodCgroupParent(pod *v1.Pod) string {
 	if err != nil {
 		return ""
 	}
-	return n.Spell(m.cfg.CgroupDriver)
+	return n.Spell(m.CgroupDriver())
+}
+
+// CgroupDriver is the driver in use: the configured one, or the one
+// SetCgroupDriver chose before Start.
+func (m *Manager) CgroupDriver() Driver {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.CgroupDriver
+}
+
+// SetCgroupDriver replaces the configured cgroup driver before Start: the
+// kubelet uses the driver its container runtime reports (CRI RuntimeConfig)
+// rather than its own setting, and so does the Builder. It fails with
+// ErrInvalidConfig for an unknown driver and ErrStarted once the cgroups are
+// made (the pods cgroup is named with the driver).
+func (m *Manager) SetCgroupDriver(d Driver) error {
+	if d != DriverCgroupfs && d != DriverSystemd {
+		return fmt.Errorf("%w: CgroupDriver %q (want cgroupfs or systemd)", ErrInvalidConfig, d)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started || m.cgm != nil {
+		if d == m.cfg.CgroupDriver {
+			return nil
+		}
+		return fmt.Errorf("%w: cannot change the cgroup driver from %s to %s", ErrStarted, m.cfg.CgroupDriver, d)
+	}
+	m.cfg.CgroupDriver = d
+	return nil
 }
 
 // CgroupManager is the cgroup manager in use; nil before Start.

@@ -502,3 +502,32 @@ func TestNewCgroupManagerReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestSetCgroupDriverBeforeStart(t *testing.T) {
+	root := v1Root(t)
+	m := newTestManager(t, root, V1, nil)
+	if got := m.CgroupDriver(); got != DriverCgroupfs {
+		t.Fatalf("default driver %q, want cgroupfs", got)
+	}
+	if err := m.SetCgroupDriver("nope"); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("SetCgroupDriver(nope) = %v, want ErrInvalidConfig", err)
+	}
+	if err := m.SetCgroupDriver(DriverSystemd); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.PodCgroupParent(burstable()); got != "kubepods-burstable-podb_1.slice" && !strings.HasSuffix(got, "kubepods-burstable-podb_1.slice") {
+		t.Fatalf("PodCgroupParent with systemd = %q", got)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(root, "cpu", "kubepods.slice") {
+		t.Fatalf("systemd driver not used at Start: no cpu/kubepods.slice")
+	}
+	if err := m.SetCgroupDriver(DriverSystemd); err != nil {
+		t.Fatalf("same driver after Start: %v", err)
+	}
+	if err := m.SetCgroupDriver(DriverCgroupfs); !errors.Is(err, ErrStarted) {
+		t.Fatalf("changing the driver after Start = %v, want ErrStarted", err)
+	}
+}

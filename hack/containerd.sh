@@ -3,12 +3,23 @@
 #
 #   hack/containerd.sh install   apt-get install containerd, runc, busybox-static,
 #                                containernetworking-plugins (as root)
+#   hack/containerd.sh build     build containerd 2.x (CONTAINERD2_VERSION) and its runc shim from the
+#                                Go module proxy into the cache dir; skipped when they are there
+#   hack/containerd.sh built     exit 0 when the containerd 2.x build is cached
 #   hack/containerd.sh start     write a config, start containerd, import the test images,
 #                                write <dir>/env and print it
 #   hack/containerd.sh restart   a reboot: kill and delete every container, stop containerd, then
 #                                start it again on the same socket and root (images kept)
 #   hack/containerd.sh stop      kill every container, stop containerd, unmount, remove <dir>
 #   hack/containerd.sh env       print the env lines
+#
+# Which containerd: NODEKIT_CONTAINERD=1.6 (default) is Debian's containerd 1.6 from PATH;
+# NODEKIT_CONTAINERD=2 is containerd v2.4.2 (with its runc shim and ctr) built by '$0 build' into
+# NODEKIT_CONTAINERD2_CACHE (default /var/cache/nodekit/containerd-v2.4.2; about a minute per
+# binary on a warm module cache, so it is cached like hack/kube-apiserver.sh's build), configured
+# from its own `containerd config default` (config version 3+: the sandbox image key is `sandbox`)
+# with the same images, CNI and restrict_oom_score_adj. Both run Debian's runc. Once started, the
+# choice is kept in <dir>/flavour, so restart and stop need no variable.
 #
 # Everything lives under NODEKIT_CONTAINERD_DIR (default /tmp/nodekit-containerd): its own
 # --root, --state, socket, runc root and log, so a system containerd is never touched.
@@ -19,6 +30,7 @@
 #   NODEKIT_CRI_ENDPOINT=unix://<dir>/containerd.sock
 #   NODEKIT_PAUSE_IMAGE=localhost/nodekit/pause:1
 #   NODEKIT_BUSYBOX_IMAGE=localhost/nodekit/busybox:1
+#   NODEKIT_CONTAINERD=1.6 or 2 (which containerd answers on the endpoint)
 # Use them with: set -a; . <dir>/env; set +a
 set -euo pipefail
 
@@ -38,6 +50,28 @@ DIR_HASH="$(printf '%s' "$DIR" | sha256sum | cut -c1-8)"
 CNI_BRIDGE="nk-$DIR_HASH"
 CNI_SUBNET="${NODEKIT_CNI_SUBNET:-10.$((0x${DIR_HASH:0:2} % 200 + 20)).$((0x${DIR_HASH:2:2})).0/24}"
 
+CONTAINERD2_VERSION="v2.4.2"
+CONTAINERD2_CACHE="${NODEKIT_CONTAINERD2_CACHE:-/var/cache/nodekit/containerd-$CONTAINERD2_VERSION}"
+CONTAINERD2_BINS=(containerd containerd-shim-runc-v2 ctr)
+# The flavour: the variable, else what this state dir was started with, else 1.6.
+FLAVOUR="${NODEKIT_CONTAINERD:-}"
+if [ -z "$FLAVOUR" ] && [ -f "$DIR/flavour" ]; then
+	FLAVOUR="$(cat "$DIR/flavour")"
+fi
+FLAVOUR="${FLAVOUR:-1.6}"
+case "$FLAVOUR" in
+1.6 | 1) FLAVOUR=1.6 ;;
+2 | 2.x | "$CONTAINERD2_VERSION" | "${CONTAINERD2_VERSION#v}")
+	FLAVOUR=2
+	# containerd finds its shim on PATH, and the 2.x ctr goes with it.
+	export PATH="$CONTAINERD2_CACHE:$PATH"
+	;;
+*)
+	echo "containerd.sh: NODEKIT_CONTAINERD=$FLAVOUR: want 1.6 or 2" >&2
+	exit 2
+	;;
+esac
+
 log() { echo "containerd.sh: $*" >&2; }
 
 ctr_() { ctr -a "$SOCK" "$@"; }
@@ -46,6 +80,44 @@ env_lines() {
 	echo "NODEKIT_CRI_ENDPOINT=unix://$SOCK"
 	echo "NODEKIT_PAUSE_IMAGE=$PAUSE_IMAGE"
 	echo "NODEKIT_BUSYBOX_IMAGE=$BUSYBOX_IMAGE"
+	echo "NODEKIT_CONTAINERD=$FLAVOUR"
+}
+
+# cmd_built: exit 0 when every containerd 2.x binary is in the cache.
+cmd_built() {
+	local b
+	for b in "${CONTAINERD2_BINS[@]}"; do
+		[ -x "$CONTAINERD2_CACHE/$b" ] || return 1
+	done
+	[ "$(cat "$CONTAINERD2_CACHE/version" 2>/dev/null)" = "$CONTAINERD2_VERSION" ]
+}
+
+# cmd_build builds containerd 2.x, its runc shim and ctr from the Go module proxy into the
+# cache dir (never into the repository). No cgo and no btrfs/devmapper/zfs snapshotters: no C
+# compiler or headers needed, and nothing the tests use is lost.
+cmd_build() {
+	if cmd_built; then
+		log "cached: containerd $CONTAINERD2_VERSION in $CONTAINERD2_CACHE"
+		return 0
+	fi
+	if ! command -v go >/dev/null 2>&1; then
+		export PATH="$PATH:/usr/local/go/bin"
+	fi
+	local tmp="$CONTAINERD2_CACHE.tmp.$$" start=$SECONDS mod=github.com/containerd/containerd/v2
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	log "building containerd $CONTAINERD2_VERSION into $CONTAINERD2_CACHE"
+	if ! (cd "$tmp" && GOFLAGS=-buildvcs=false CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags='-s -w' \
+		-tags "no_btrfs no_devmapper no_zfs" \
+		"$mod/cmd/containerd@$CONTAINERD2_VERSION" "$mod/cmd/containerd-shim-runc-v2@$CONTAINERD2_VERSION" \
+		"$mod/cmd/ctr@$CONTAINERD2_VERSION"); then
+		rm -rf "$tmp"
+		return 1
+	fi
+	echo "$CONTAINERD2_VERSION" >"$tmp/version"
+	rm -rf "$CONTAINERD2_CACHE"
+	mv "$tmp" "$CONTAINERD2_CACHE"
+	log "built containerd $CONTAINERD2_VERSION in $((SECONDS - start))s"
 }
 
 cmd_install() {
@@ -82,6 +154,11 @@ running() {
 
 write_config() {
 	mkdir -p "$DIR/root" "$DIR/state" "$RUNC_ROOT" "$DIR/opt" "$DIR/cni/bin" "$DIR/cni/net.d"
+	if [ "$FLAVOUR" = 2 ]; then
+		write_config2
+		write_cni
+		return
+	fi
 	cat >"$CONFIG" <<EOF
 # Written by hack/containerd.sh for containerd 1.6 (config version 2).
 version = 2
@@ -141,6 +218,79 @@ disabled_plugins = [
           Root = "$RUNC_ROOT"
 EOF
 	write_cni
+}
+
+# write_config2 writes containerd 2.x's config: its own `containerd config default` (config
+# version 3 or 4) with the settings of the 1.6 config above changed in place. Every edit must
+# hit exactly one line of the default, so a new containerd that renames a key fails here, loudly.
+write_config2() {
+	containerd config default >"$CONFIG.default"
+	local edits
+	edits="$(
+		cat <<EOF
+|root|'$DIR/root'
+|state|'$DIR/state'
+|imports|[]
+debug|level|'info'
+plugins.'io.containerd.cri.v1.images'.pinned_images|sandbox|'$PAUSE_IMAGE'
+plugins.'io.containerd.cri.v1.images'|stats_collect_period|10
+plugins.'io.containerd.cri.v1.runtime'|restrict_oom_score_adj|true
+plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options|Root|'$RUNC_ROOT'
+plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options|SystemdCgroup|false
+plugins.'io.containerd.cri.v1.runtime'.cni|bin_dirs|['$DIR/cni/bin']
+plugins.'io.containerd.cri.v1.runtime'.cni|conf_dir|'$DIR/cni/net.d'
+plugins.'io.containerd.grpc.v1.cri'|stream_server_address|'127.0.0.1'
+plugins.'io.containerd.grpc.v1.cri'|stream_server_port|'0'
+plugins.'io.containerd.internal.v1.opt'|path|'$DIR/opt'
+plugins.'io.containerd.nri.v1.nri'|disable|true
+plugins.'io.containerd.server.v1.grpc'|address|'$SOCK'
+plugins.'io.containerd.server.v1.ttrpc'|address|'$SOCK.ttrpc'
+EOF
+	)"
+	# NRI off: its socket (/var/run/nri/nri.sock) would be shared by every private instance.
+	awk -v edits="$edits" '
+		BEGIN {
+			n = split(edits, lines, "\n")
+			for (i = 1; i <= n; i++) {
+				if (lines[i] == "") continue
+				split(lines[i], f, "|")
+				want[f[1] "|" f[2]] = f[3]
+				hits[f[1] "|" f[2]] = 0
+			}
+			section = ""
+		}
+		/^[ \t]*\[/ {
+			section = $0
+			sub(/^[ \t]*\[+/, "", section)
+			sub(/\]+[ \t]*$/, "", section)
+		}
+		/^[ \t]*[A-Za-z_][A-Za-z0-9_]* = / {
+			key = $0
+			sub(/^[ \t]*/, "", key)
+			indent = substr($0, 1, index($0, key) - 1)
+			sub(/ = .*/, "", key)
+			if ((section "|" key) in want) {
+				print indent key " = " want[section "|" key]
+				hits[section "|" key]++
+				next
+			}
+		}
+		{ print }
+		END {
+			bad = 0
+			for (k in hits) if (hits[k] != 1) { print "containerd.sh: config default: " k " matched " hits[k] " lines" > "/dev/stderr"; bad = 1 }
+			exit bad
+		}
+	' "$CONFIG.default" >"$CONFIG.tmp" || {
+		log "cannot adapt containerd's default config ($CONFIG.default)"
+		return 1
+	}
+	{
+		echo "# Written by hack/containerd.sh for containerd $CONTAINERD2_VERSION: its 'containerd config default'"
+		echo "# with the private root, state, socket, runc root, sandbox image, CNI and restrict_oom_score_adj."
+		cat "$CONFIG.tmp"
+	} >"$CONFIG"
+	rm -f "$CONFIG.tmp"
 }
 
 # write_cni links the plugins into the private bin dir and writes the bridge network.
@@ -213,9 +363,16 @@ import_images() {
 }
 
 cmd_start() {
-	if running; then
+	if running && [ -n "${NODEKIT_CONTAINERD:-}" ] && [ "$(cat "$DIR/flavour" 2>/dev/null || echo 1.6)" != "$FLAVOUR" ]; then
+		log "containerd $(cat "$DIR/flavour" 2>/dev/null || echo 1.6) already runs under $DIR, not $FLAVOUR: stop it first or use another NODEKIT_CONTAINERD_DIR"
+		return 1
+	elif running; then
 		log "containerd already running (pid $(cat "$PIDFILE"), socket $SOCK)"
 	else
+		if [ "$FLAVOUR" = 2 ] && ! cmd_built; then
+			log "containerd $CONTAINERD2_VERSION is not built: run '$0 build' first"
+			return 1
+		fi
 		for b in containerd ctr runc; do
 			command -v "$b" >/dev/null 2>&1 || { log "$b not found: run '$0 install' first"; return 1; }
 		done
@@ -224,8 +381,9 @@ cmd_start() {
 			cmd_stop
 		fi
 		mkdir -p "$DIR"
+		echo "$FLAVOUR" >"$DIR/flavour"
 		write_config
-		log "starting containerd (root $DIR, log $LOG)"
+		log "starting containerd $FLAVOUR ($(command -v containerd); root $DIR, log $LOG)"
 		# setsid: containerd (and its shims) must not die with the caller's process group.
 		setsid containerd --config "$CONFIG" --root "$DIR/root" --state "$DIR/state" --address "$SOCK" \
 			</dev/null >>"$LOG" 2>&1 &
@@ -384,12 +542,14 @@ cmd_restart() {
 
 case "${1:-}" in
 install) cmd_install ;;
+build) cmd_build ;;
+built) cmd_built ;;
 start) cmd_start ;;
 restart) cmd_restart ;;
 stop) cmd_stop ;;
 env) env_lines ;;
 *)
-	echo "usage: $0 install|start|restart|stop|env" >&2
+	echo "usage: $0 install|build|built|start|restart|stop|env" >&2
 	exit 2
 	;;
 esac

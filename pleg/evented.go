@@ -24,6 +24,14 @@ const (
 	DefaultEventedRelistThreshold = 10 * time.Minute
 	DefaultMaxStreamRetries       = 5
 	DefaultCacheUpdatePeriod      = 5 * time.Second
+	// EventDeliveryMargin is how far behind the clock the cache's global
+	// time is set while events flow: an event the runtime emitted longer
+	// ago than that has been received and handled when the event queue is
+	// empty. Advancing it to "now" would let a pod worker that changed its
+	// pod (a container created) take a status read before the change as
+	// current while the change's event is still on its way, and act on it
+	// again (a second instance of the container).
+	EventDeliveryMargin = 2 * time.Second
 )
 
 // EventSource is the CRI container event stream (cri-api's
@@ -49,7 +57,8 @@ type EventedConfig struct {
 	MaxStreamRetries int
 	// CacheUpdatePeriod is how often the cache's global time is advanced
 	// while events flow, so that no GetNewerThan waits forever on a lost
-	// event (default 5s).
+	// event (default 5s). It is advanced only when no event is queued, and
+	// to EventDeliveryMargin before the clock.
 	CacheUpdatePeriod time.Duration
 }
 
@@ -277,7 +286,12 @@ func (e *EventedPLEG) process(ctx context.Context, ch chan *runtimeapi.Container
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			e.generic.cache.UpdateTime(e.generic.clock.Now())
+			// Only with no event waiting (none is being handled: this
+			// goroutine handles them), and only up to the delivery margin:
+			// every record then holds what happened before that time.
+			if len(ch) == 0 {
+				e.generic.cache.UpdateTime(e.generic.clock.Now().Add(-EventDeliveryMargin))
+			}
 		case ev := <-ch:
 			if err := e.HandleEvent(ctx, ev); err != nil && ctx.Err() == nil {
 				e.log.Info("cannot handle container event; the pod will be reinspected", zap.Error(err))

@@ -389,3 +389,35 @@ func TestEventedHealthyFullChannel(t *testing.T) {
 		}
 	})
 }
+
+// TestEventedGlobalTimeLagsTheClock: while events flow, the cache's global
+// time is advanced to EventDeliveryMargin before the clock, not to the
+// clock: a pod worker that changed its pod just before must wait for the
+// change's event (or the margin), never take an older read as current.
+func TestEventedGlobalTimeLagsTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := clocktesting.NewFakeClock(epoch)
+		src := &stubEvents{push: make(chan *runtimeapi.ContainerEventResponse)}
+		e := newEvented(t, newStub(), src, fc)
+		stop := start(t, e.Run)
+		synctest.Wait()
+		fc.Step(DefaultCacheUpdatePeriod)
+		synctest.Wait()
+		now := fc.Now()
+		wctx, cancel := context.WithCancel(t.Context())
+		recent := getNewerThanAsync(wctx, e.Cache(), "x", now.Add(-EventDeliveryMargin/2))
+		if !blocked(recent) {
+			t.Fatal("the global time reached the clock: a change made within the delivery margin could be missed")
+		}
+		if r := <-getNewerThanAsync(t.Context(), e.Cache(), "x", now.Add(-2*EventDeliveryMargin)); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if r := <-recent; r.err == nil {
+			t.Fatal("the waiter within the margin returned without an error")
+		}
+	})
+}

@@ -176,6 +176,8 @@ func run(ctx context.Context, o options) error {
 		WithLogger(log)
 	if o.evented {
 		b.WithEventedPLEG()
+	} else {
+		b.WithRelistPLEG()
 	}
 	if o.statusLog != "" {
 		f, err := os.OpenFile(o.statusLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,10 +135,25 @@ func trimScheme(id string) string {
 	return id
 }
 
-// measureExits runs the exit-visibility case for one relist period.
+// mode names how the agent learnt of exits: "relist 1s" or the evented PLEG.
+func (r exitRun) mode() string {
+	if r.Period == 0 {
+		return "evented PLEG"
+	}
+	return "relist " + r.Period.String()
+}
+
+// measureExits runs the exit-visibility case for one relist period (0: the
+// evented PLEG).
 func measureExits(ctx context.Context, o options, c *cri, bin, work string, period time.Duration, logf func(string, ...any)) (exitRun, error) {
 	r := exitRun{Period: period, Pods: o.exitPods}
-	a, err := startAgent(ctx, o, bin, work, true, "--relist-period", period.String(), "--evented-pleg=false")
+	pleg := []string{"--relist-period", period.String(), "--evented-pleg=false"}
+	if period == 0 {
+		// The evented PLEG on the runtime's container events, relisting at
+		// pleg.DefaultEventedRelistPeriod (the kubelet's evented period).
+		pleg = []string{"--evented-pleg"}
+	}
+	a, err := startAgent(ctx, o, bin, work, true, pleg...)
 	if err != nil {
 		return r, err
 	}
@@ -152,7 +168,7 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 	if _, err := c.waitRunning(ctx, o.exitPods, o.poll, o.timeout); err != nil {
 		return r, a.fail(err)
 	}
-	logf("  relist %s: %d pods running; settling %s, then %s idle", period, o.exitPods, o.settle, o.idleWindow)
+	logf("  %s: %d pods running; settling %s, then %s idle", r.mode(), o.exitPods, o.settle, o.idleWindow)
 	if err := pause(ctx, o.settle); err != nil {
 		return r, err
 	}
@@ -187,11 +203,11 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 	if len(cs) != o.exitPods {
 		return r, fmt.Errorf("%d containers running before the exits, want %d", len(cs), o.exitPods)
 	}
-	logf("  relist %s: idle CPU %.2f%% of a core; %d exits, one at a time", period, r.idlePercent(), len(cs))
+	logf("  %s: idle CPU %.2f%% of a core; %d exits, one at a time", r.mode(), r.idlePercent(), len(cs))
 	rand.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
 	tl := &statusTail{path: a.statusLog, seen: map[string]time.Time{}}
 	for _, ct := range cs {
-		if err := pause(ctx, time.Duration(rand.Int64N(int64(period)))); err != nil {
+		if err := pause(ctx, time.Duration(rand.Int64N(int64(cmp.Or(period, time.Second))))); err != nil {
 			return r, err
 		}
 		finished, visible, err := exitContainer(ctx, c, ct.Id)

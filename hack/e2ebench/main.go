@@ -15,7 +15,9 @@
 //     (standalone --status-log), p50 and p99; and the agent's CPU use over an
 //     idle window before the exits. For each relist period of
 //     -relist-periods, since containerd 1.6 has no container events and the
-//     agent relists.
+//     agent relists; "evented" in -relist-periods runs the agent with the
+//     evented PLEG instead (containerd 2.x streams CRI container events;
+//     the relist then runs every 300s, the kubelet's evented period).
 //
 // With -kubelet PATH (a kubelet binary: hack/kubelet.sh build; path), the
 // real kubelet runs the same manifests-to-running workload, measured the
@@ -102,7 +104,7 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 10*time.Millisecond, "how often the runtime is polled for running containers")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for pods to run or stop")
 	flag.IntVar(&o.exitPods, "exit-pods", 110, "pods running under the agent for exit visibility and idle CPU")
-	flag.StringVar(&periods, "relist-periods", "1s,200ms,100ms,50ms", "relist periods for exit visibility and idle CPU")
+	flag.StringVar(&periods, "relist-periods", "1s,200ms,100ms,50ms", "relist periods for exit visibility and idle CPU; \"evented\": the evented PLEG (containerd 2.x)")
 	flag.DurationVar(&o.idleWindow, "idle-window", 60*time.Second, "idle window the agent's CPU use is measured over")
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "pause after the pods run, before the idle window")
 	flag.DurationVar(&o.exitGap, "exit-gap", 300*time.Millisecond, "pause after each exit was reported (then a random part of the relist period) before the next")
@@ -366,9 +368,9 @@ func run(ctx context.Context, o options, logw io.Writer) (*Result, error) {
 			}
 			r, err := measureExits(ctx, o, c, bin, dir, p, logf)
 			if err != nil {
-				return nil, fmt.Errorf("exit visibility, relist %s: %w", p, err)
+				return nil, fmt.Errorf("exit visibility, %s: %w", exitRun{Period: p}.mode(), err)
 			}
-			logf("  relist %s: exit to status p50 %s p99 %s max %s (%d samples, %d missing); runtime-visible to status p50 %s p99 %s", p,
+			logf("  %s: exit to status p50 %s p99 %s max %s (%d samples, %d missing); runtime-visible to status p50 %s p99 %s", r.mode(),
 				ms(percentile(r.Latencies, 0.5)), ms(percentile(r.Latencies, 0.99)), ms(percentile(r.Latencies, 1)), len(r.Latencies), r.Missing,
 				ms(percentile(r.AgentLatencies, 0.5)), ms(percentile(r.AgentLatencies, 0.99)))
 			res.Exits = append(res.Exits, r)
@@ -500,9 +502,9 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 		if r.Missing > 0 {
 			val += fmt.Sprintf(" (%d never seen)", r.Missing)
 		}
-		rs = append(rs, Row{Case: fmt.Sprintf("exit to pod status, %d pods, relist %s", r.Pods, r.Period), Nodekit: val,
+		rs = append(rs, Row{Case: fmt.Sprintf("exit to pod status, %d pods, %s", r.Pods, r.mode()), Nodekit: val,
 			Floor: "-", Ratio: "-", Target: "p99 <= 100ms", Result: verdict(ok)})
-		rs = append(rs, Row{Case: fmt.Sprintf("  of which CRI says exited to pod status (agent), relist %s", r.Period),
+		rs = append(rs, Row{Case: fmt.Sprintf("  of which CRI says exited to pod status (agent), %s", r.mode()),
 			Nodekit: fmt.Sprintf("p50 %s p99 %s", ms(percentile(r.AgentLatencies, 0.5)), ms(percentile(r.AgentLatencies, 0.99))),
 			Floor:   "-", Ratio: "-", Target: "-", Result: "-"})
 		var lag []time.Duration
@@ -511,16 +513,16 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 				lag = append(lag, x.VisibleAt.Sub(x.FinishedAt))
 			}
 		}
-		rs = append(rs, Row{Case: fmt.Sprintf("  of which finishedAt to CRI says exited (runtime), relist %s", r.Period),
+		rs = append(rs, Row{Case: fmt.Sprintf("  of which finishedAt to CRI says exited (runtime), %s", r.mode()),
 			Nodekit: fmt.Sprintf("p50 %s p99 %s", ms(percentile(lag, 0.5)), ms(percentile(lag, 0.99))),
 			Floor:   "-", Ratio: "-", Target: "-", Result: "-"})
-		rs = append(rs, Row{Case: fmt.Sprintf("idle CPU, %d pods, relist %s", r.Pods, r.Period),
+		rs = append(rs, Row{Case: fmt.Sprintf("idle CPU, %d pods, %s", r.Pods, r.mode()),
 			Nodekit: fmt.Sprintf("%.2f%% of a core", r.idlePercent()), Floor: "-", Ratio: "-", Target: "<= 2%", Result: verdict(r.idlePercent() <= 2)})
 	}
 	var both []string
 	for _, r := range res.Exits {
 		if percentile(r.Latencies, 0.99) <= 100*time.Millisecond && r.Missing == 0 && r.idlePercent() <= 2 {
-			both = append(both, r.Period.String())
+			both = append(both, r.mode())
 		}
 	}
 	if len(res.Exits) > 0 {

@@ -84,6 +84,9 @@ func TestParseLists(t *testing.T) {
 	if err != nil || len(ds) != 2 || ds[1] != 50*time.Millisecond {
 		t.Fatalf("%v %v", ds, err)
 	}
+	if ds, err := parseDurations("evented,1s"); err != nil || len(ds) != 2 || ds[0] != 0 || ds[1] != time.Second {
+		t.Fatalf("evented,1s: %v %v", ds, err)
+	}
 	for _, bad := range []string{"0s", "fast", "-1s"} {
 		if _, err := parseDurations(bad); err == nil {
 			t.Errorf("durations %q: no error", bad)

@@ -143,7 +143,9 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-// parseDurations parses "1s,100ms".
+// parseDurations parses "1s,100ms". "evented" is 0: the exit case then runs
+// the agent with the evented PLEG (standalone --evented-pleg) at its default
+// evented relist period instead of relisting.
 func parseDurations(s string) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, f := range strings.Split(s, ",") {
@@ -151,9 +153,13 @@ func parseDurations(s string) ([]time.Duration, error) {
 		if f == "" {
 			continue
 		}
+		if f == "evented" {
+			out = append(out, 0)
+			continue
+		}
 		d, err := time.ParseDuration(f)
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("period %q: want a positive duration", f)
+			return nil, fmt.Errorf("period %q: want a positive duration or \"evented\"", f)
 		}
 		out = append(out, d)
 	}
