@@ -1,9 +1,7 @@
 package nodekit
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -25,7 +23,7 @@ import (
 // settings and the parts made before it, and records its problems; a part
 // whose prerequisites failed is not made (their errors are reported).
 type build struct {
-	b   *Builder
+	b   *settings
 	a   *Agent
 	clk clock.WithTicker
 	log *zap.Logger
@@ -34,9 +32,56 @@ type build struct {
 	logsRoot string
 	// cri is the runtime as the user gave it; driven is what the parts
 	// call (cri, or its instrumented wrapper with a Registerer).
-	cri, driven   CRI
-	evictionParts *EvictionParts
-	probeUpdates  chan syncloop.ProbeUpdate
+	cri, driven CRI
+}
+
+// A wiring is one of the one-call wirings (WithProber, WithVolumeManager,
+// WithContainerManager, WithCPUManager, WithMemoryManager, WithEviction,
+// WithContainerdEvents), recorded by its With call as the hooks Build
+// calls in its phases (nil: none), the wirings in one fixed order (rank),
+// so the order of the With calls does not matter. Hooks are funcs, not an
+// interface, so that a program that never calls a With does not link that
+// part's package (an interface would make the linker keep the methods of
+// every type its methods' parameters reach).
+type wiring struct {
+	rank int
+	// early runs after the runtime is made, before the engine.
+	early func(bd *build)
+	// engine adjusts the runtime engine's Config.
+	engine func(bd *build, cfg *kuberuntime.Config)
+	// beforeLoop runs once the PLEG is made, before the loop.
+	beforeLoop func(bd *build)
+	// loop adjusts the sync loop's Config.
+	loop func(bd *build, cfg *syncloop.Config)
+	// connect is the second phase: every part is made.
+	connect func(bd *build)
+}
+
+// Ranks of the wirings: the order their hooks run in.
+const (
+	rankProber = iota
+	rankVolumes
+	rankContainerMgr
+	rankEviction
+	rankCPU
+	rankMemory
+	rankContainerdEvents
+)
+
+// wirings returns the recorded wirings in rank order. (A hand-written
+// insertion sort: a generic slices call would hand wiring's type, and every
+// type it reaches, to the linker as used in an interface.)
+func (b *settings) wirings() []wiring {
+	out := make([]wiring, 0, len(b.wired))
+	for _, w := range b.wired {
+		i := len(out)
+		out = append(out, w)
+		for ; i > 0 && out[i-1].rank > w.rank; i-- {
+			out[i] = out[i-1]
+		}
+		out[i] = w
+	}
+	return out
 }
 
 func (bd *build) fail(err error) { bd.errs = append(bd.errs, err) }
@@ -55,7 +100,7 @@ func (bd *build) fail(err error) { bd.errs = append(bd.errs, err) }
 // to one another (the volume manager learns the agent's pods) and lists
 // what the Agent runs.
 func (b *Builder) Build() (*Agent, error) {
-	bd := &build{b: b, clk: b.clock, log: b.logger}
+	bd := &build{b: &b.settings, clk: b.clock, log: b.logger}
 	if bd.clk == nil {
 		bd.clk = clock.RealClock{}
 	}
@@ -66,11 +111,19 @@ func (b *Builder) Build() (*Agent, error) {
 
 	bd.checkSettings()
 	bd.buildRuntime()
-	bd.buildProber()
+	for _, w := range b.wirings() {
+		if w.early != nil {
+			w.early(bd)
+		}
+	}
 	bd.buildEngine()
 	bd.buildSources()
 	bd.buildPLEG()
-	bd.buildEvictionPart()
+	for _, w := range b.wirings() {
+		if w.beforeLoop != nil {
+			w.beforeLoop(bd)
+		}
+	}
 	bd.buildLoop()
 	if len(bd.errs) == 0 {
 		bd.connect()
@@ -160,20 +213,13 @@ func (bd *build) buildEngine() {
 	}
 	cfg := kuberuntime.Config{
 		Runtime: bd.driven, Images: bd.driven, PodLogsRoot: bd.logsRoot, NodeName: b.nodeName,
-		NodeAllocatable: bd.allocatable(), Clock: bd.clk, Logger: bd.log, Registerer: b.registerer,
+		NodeAllocatable: b.allocatable, Clock: bd.clk, Logger: bd.log, Registerer: b.registerer,
 		Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
 	}
-	if b.volumeMgr != nil {
-		cfg.Mounts = b.volumeMgr
-	}
-	if b.containerMgr != nil {
-		cfg.CgroupParents = b.containerMgr
-	}
-	if m := bd.a.prober; m != nil {
-		cfg.Probes = m.RuntimeResults()
-	}
-	if b.cpuMgr != nil {
-		cfg.CPUSets = b.cpuMgr
+	for _, w := range b.wirings() {
+		if w.engine != nil {
+			w.engine(bd, &cfg)
+		}
 	}
 	if filepath.IsAbs(b.rootDir) {
 		cfg.PodsDir = filepath.Join(b.rootDir, syncloop.PodsDirName)
@@ -187,15 +233,6 @@ func (bd *build) buildEngine() {
 		return
 	}
 	bd.a.mgr = m
-}
-
-// allocatable is the node's allocatable resources: the container
-// manager's, else WithNodeAllocatable's.
-func (bd *build) allocatable() func() v1.ResourceList {
-	if bd.b.containerMgr != nil {
-		return bd.b.containerMgr.NodeAllocatable
-	}
-	return bd.b.allocatable
 }
 
 // buildSources makes the merge of the pod sources and the sources: the
@@ -296,7 +333,7 @@ func (bd *build) buildLoop() {
 		SourcesReady:    a.sourcesReady,
 		StatusSink:      b.sink,
 		Root:            b.rootDir,
-		NodeAllocatable: bd.allocatable(),
+		NodeAllocatable: b.allocatable,
 		Clock:           bd.clk,
 		Logger:          bd.log,
 		Registerer:      b.registerer,
@@ -318,28 +355,10 @@ func (bd *build) buildLoop() {
 	if st, ok := bd.driven.(RuntimeStatuser); ok {
 		cfg.RuntimeStatus = st
 	}
-	if m := b.volumeMgr; m != nil {
-		cfg.Volumes = m
-	}
-	if m := b.containerMgr; m != nil {
-		cfg.Cgroups = m
-	}
-	if m := a.prober; m != nil {
-		bd.probeUpdates = make(chan syncloop.ProbeUpdate)
-		cfg.Probes, cfg.ProbeState, cfg.ProbeResults = m, m.StatusResults(), bd.probeUpdates
-	}
-	// Admission: eviction's, the CPU and memory managers', then the
-	// caller's, after the loop's own resource fit and host ports.
-	if p := bd.evictionParts; p != nil {
-		cfg.Admitters = append(cfg.Admitters, admitWith(p.Manager.Admit))
-	}
-	if m := b.cpuMgr; m != nil {
-		cfg.Admitters = append(cfg.Admitters, admitWith(m.Admit))
-		cfg.PodTerminated = append(cfg.PodTerminated, func(_ context.Context, pod *v1.Pod) error { return m.RemovePod(string(pod.UID)) })
-	}
-	if m := b.memoryMgr; m != nil {
-		cfg.Admitters = append(cfg.Admitters, admitWith(m.Admit))
-		cfg.PodTerminated = append(cfg.PodTerminated, func(_ context.Context, pod *v1.Pod) error { return m.RemovePod(string(pod.UID)) })
+	for _, w := range b.wirings() {
+		if w.loop != nil {
+			w.loop(bd, &cfg)
+		}
 	}
 	cfg.Admitters = append(cfg.Admitters, b.admitters...)
 	for _, edit := range b.loopEdits {
@@ -387,56 +406,18 @@ func admitWith(admit func(pod *v1.Pod, active []*v1.Pod) (bool, string, string))
 	})
 }
 
-// connect is the second phase: every part is made; the volume manager
-// learns the agent's pods, the state the managers load before the first
-// pod is admitted is listed, and so are the parts the Agent runs (in this
-// order, after the PLEG and before the sync loop; stopped in reverse).
+// connect is the second phase: every part is made; each wiring connects
+// its part (the volume manager learns the agent's pods, the managers list
+// the state they load before the first pod is admitted) and lists what the
+// Agent runs, then the caller's parts and the cluster's (in this order,
+// after the PLEG and before the sync loop; stopped in reverse).
 func (bd *build) connect() {
 	b, a := bd.b, bd.a
-	if m := b.volumeMgr; m != nil {
-		m.SetPodSource(a.loop, a.loop.PodWorkers(), a.podConfig.SeenAllSources)
-		a.parts = append(a.parts, extraPart{name: "volumemgr", run: m.Run})
-	}
-	if m := b.containerMgr; m != nil {
-		a.starters = append(a.starters, func(ctx context.Context) error {
-			// The runtime's cgroup driver wins over the configured one.
-			if err := adoptRuntimeCgroupDriver(ctx, a.cri, m, a.log); err != nil {
-				return fmt.Errorf("nodekit: the runtime's cgroup driver: %w", err)
-			}
-			if err := m.Start(ctx); err != nil {
-				return fmt.Errorf("nodekit: starting the container manager: %w", err)
-			}
-			return nil
-		})
-		a.parts = append(a.parts, extraPart{name: "containermgr", run: m.Run})
-	}
-	if m := b.cpuMgr; m != nil {
-		a.starters = append(a.starters, func(ctx context.Context) error {
-			if err := m.Start(ctx, a.ActivePods); err != nil {
-				return fmt.Errorf("nodekit: starting the CPU manager: %w", err)
-			}
-			return nil
-		})
-		a.parts = append(a.parts, extraPart{name: "cpumanager", run: m.Run})
-	}
-	if m := b.memoryMgr; m != nil {
-		a.starters = append(a.starters, func(ctx context.Context) error {
-			if err := m.StartWithActivePods(ctx, a.ActivePods); err != nil {
-				return fmt.Errorf("nodekit: starting the memory manager: %w", err)
-			}
-			return nil
-		})
-	}
-	if m := a.prober; m != nil {
-		a.parts = append(a.parts, extraPart{name: "prober", run: runProber(m, bd.probeUpdates)})
-	}
-	if p := bd.evictionParts; p != nil {
-		if p.ImageGC != nil {
-			a.parts = append(a.parts, extraPart{name: "imagegc", run: p.ImageGC.Run})
+	for _, w := range b.wirings() {
+		if w.connect != nil {
+			w.connect(bd)
 		}
-		a.parts = append(a.parts, extraPart{name: "eviction", run: p.Manager.Run})
 	}
-	bd.buildContainerdEvents()
 	a.parts = append(a.parts, b.parts...)
 	bd.clusterParts()
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podstatus"
-	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volumemgr"
 )
@@ -57,6 +56,14 @@ type namedSource struct {
 // Builder so calls chain; nothing is checked until Build, which reports every
 // problem at once.
 type Builder struct {
+	settings
+}
+
+// settings are what the With calls record. Build's phases read them
+// through *settings, never through *Builder: a Builder's exported methods
+// are kept by the linker when *Builder is reachable by reflection, and
+// they reference every optional part, which a minimal agent must not link.
+type settings struct {
 	nodeName    string
 	cri         CRI
 	withCRI     bool
@@ -91,15 +98,15 @@ type Builder struct {
 
 	// The one-call wirings, recorded by their With call and built by Build
 	// (build.go) in one fixed order, whatever the order of the calls.
+	wired            []wiring
 	withProber       bool
-	proberEdits      []func(*prober.Config)
 	volumeMgr        *volumemgr.Manager
 	containerMgr     *containermgr.Manager
 	cpuMgr           *cpumanager.Manager
 	memoryMgr        *memorymanager.Manager
-	evictions        []evictionSetting
+	withEviction     bool
 	clusters         []Cluster
-	containerdEvents []string
+	containerdEvents bool
 	// misuse holds the problems of With calls (a nil manager, a call made
 	// twice), reported by Build with the rest.
 	misuse []error

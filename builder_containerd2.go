@@ -92,7 +92,7 @@ func (b *Builder) WithRelistPLEG() *Builder { b.relistPLEG = true; return b }
 
 // wantEventedPLEG tells Build whether to follow the runtime's container
 // events: WithEventedPLEG, else by default for a remote CRI runtime.
-func (b *Builder) wantEventedPLEG(cri CRI) bool {
+func (b *settings) wantEventedPLEG(cri CRI) bool {
 	switch {
 	case b.eventedPLEG:
 		return true

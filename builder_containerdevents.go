@@ -32,26 +32,32 @@ import (
 // agrees). The kubelet never overlaps them: it learns of exits from the
 // CRI. examples/standalone therefore leaves this off unless asked.
 func (b *Builder) WithContainerdEvents(endpoint string) *Builder {
-	if len(b.containerdEvents) > 0 {
+	if b.containerdEvents {
 		return b.fail("WithContainerdEvents given twice")
 	}
-	b.containerdEvents = append(b.containerdEvents, endpoint)
+	b.containerdEvents = true
+	w := containerdEventsWiring{endpoint: endpoint}
+	b.wired = append(b.wired, wiring{rank: rankContainerdEvents, connect: w.connect})
 	return b
 }
 
-// buildContainerdEvents makes the watcher of WithContainerdEvents.
-func (bd *build) buildContainerdEvents() {
-	for _, ep := range bd.b.containerdEvents {
-		if ep == "" {
-			ep = bd.b.endpoint
-		}
-		if ep == "" {
-			bd.fail(configErr("containerdevents", "WithContainerdEvents: no endpoint given and no WithRuntimeEndpoint"))
-			continue
-		}
-		if err := bd.a.addContainerdEvents(ep, bd.log); err != nil {
-			bd.fail(err)
-		}
+// containerdEventsWiring makes the watcher of WithContainerdEvents once
+// the PLEG it feeds is made.
+type containerdEventsWiring struct {
+	endpoint string
+}
+
+func (w containerdEventsWiring) connect(bd *build) {
+	ep := w.endpoint
+	if ep == "" {
+		ep = bd.b.endpoint
+	}
+	if ep == "" {
+		bd.fail(configErr("containerdevents", "WithContainerdEvents: no endpoint given and no WithRuntimeEndpoint"))
+		return
+	}
+	if err := bd.a.addContainerdEvents(ep, bd.log); err != nil {
+		bd.fail(err)
 	}
 }
 

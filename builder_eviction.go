@@ -82,38 +82,50 @@ func (b *Builder) WithEviction(cfg eviction.Config) *Builder {
 // The manager implements nodestatus.PressureSource; opts.Built gives it to
 // the caller.
 func (b *Builder) WithEvictionOptions(cfg eviction.Config, opts EvictionOptions) *Builder {
-	if len(b.evictions) > 0 {
+	if b.withEviction {
 		return b.fail("WithEviction given twice")
 	}
-	b.evictions = append(b.evictions, evictionSetting{cfg: cfg, opts: opts})
+	b.withEviction = true
+	w := &evictionWiring{cfg: cfg, opts: opts}
+	b.wired = append(b.wired, wiring{rank: rankEviction, beforeLoop: w.beforeLoop, loop: w.loop, connect: w.connect})
 	return b
 }
 
-type evictionSetting struct {
-	cfg  eviction.Config
-	opts EvictionOptions
+// evictionWiring makes the eviction manager (and its image GC) before the
+// sync loop, whose admission asks it.
+type evictionWiring struct {
+	cfg   eviction.Config
+	opts  EvictionOptions
+	parts *EvictionParts
 }
 
-// buildEvictionPart makes the eviction manager (and its image GC) of
-// WithEvictionOptions, before the sync loop, whose admission asks it.
-func (bd *build) buildEvictionPart() {
-	if len(bd.b.evictions) == 0 {
-		return
-	}
-	e := bd.b.evictions[0]
-	parts, err := bd.b.buildEviction(bd.a, e.cfg, e.opts)
+func (w *evictionWiring) beforeLoop(bd *build) {
+	parts, err := bd.b.buildEviction(bd.a, w.cfg, w.opts)
 	if err != nil {
 		bd.fail(err)
 		return
 	}
 	bd.a.eviction.Store(parts.Manager)
-	bd.evictionParts = &parts
-	if e.opts.Built != nil {
-		*e.opts.Built = parts
+	w.parts = &parts
+	if w.opts.Built != nil {
+		*w.opts.Built = parts
 	}
 }
 
-func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOptions) (EvictionParts, error) {
+func (w *evictionWiring) loop(_ *build, cfg *syncloop.Config) {
+	if w.parts != nil {
+		cfg.Admitters = append(cfg.Admitters, admitWith(w.parts.Manager.Admit))
+	}
+}
+
+func (w *evictionWiring) connect(bd *build) {
+	if w.parts.ImageGC != nil {
+		bd.a.parts = append(bd.a.parts, extraPart{name: "imagegc", run: w.parts.ImageGC.Run})
+	}
+	bd.a.parts = append(bd.a.parts, extraPart{name: "eviction", run: w.parts.Manager.Run})
+}
+
+func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOptions) (EvictionParts, error) {
 	var parts EvictionParts
 	if cfg.Clock == nil {
 		cfg.Clock = a.clock
@@ -193,7 +205,7 @@ func (b *Builder) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpti
 
 // buildImageGC makes the image garbage collector over the agent's runtime;
 // nil when the runtime can't list or remove images.
-func (b *Builder) buildImageGC(a *Agent, ecfg eviction.Config, icfg imagegc.Config) (*imagegc.Manager, error) {
+func (b *settings) buildImageGC(a *Agent, ecfg eviction.Config, icfg imagegc.Config) (*imagegc.Manager, error) {
 	if icfg.Images == nil {
 		is, ok := a.cri.(imagegc.ImageService)
 		if !ok {

@@ -20,19 +20,26 @@ import (
 // startup probe sets Started. edits may adjust the prober's Config (probe
 // kinds, jitter) after the Builder filled it in. It replaces WithProbes.
 func (b *Builder) WithProber(edits ...func(*prober.Config)) *Builder {
+	if b.withProber {
+		return b.fail("WithProber given twice")
+	}
 	b.withProber = true
-	b.proberEdits = append(b.proberEdits, edits...)
+	w := &proberWiring{edits: edits}
+	b.wired = append(b.wired, wiring{rank: rankProber, early: w.early, engine: w.engine, loop: w.loop, connect: w.connect})
 	return b
 }
 
-// buildProber makes the prober.Manager of WithProber: exec probes through
-// the CRI, pod statuses from the agent's status manager (read through the
-// Agent, whose sync loop is built later in the same Build).
-func (bd *build) buildProber() {
+// proberWiring makes the prober.Manager of WithProber before the engine:
+// exec probes through the CRI, pod statuses from the agent's status
+// manager (read through the Agent, whose loop is made later in Build).
+type proberWiring struct {
+	edits   []func(*prober.Config)
+	m       *prober.Manager
+	updates chan syncloop.ProbeUpdate
+}
+
+func (w *proberWiring) early(bd *build) {
 	b := bd.b
-	if !b.withProber {
-		return
-	}
 	if b.probes != nil || b.probeState != nil || b.probeResults != nil {
 		bd.fail(configErr("builder", "WithProber and WithProbes both given: use one"))
 		return
@@ -41,7 +48,7 @@ func (bd *build) buildProber() {
 	if bd.cri != nil {
 		cfg.Exec = bd.cri
 	}
-	for _, edit := range b.proberEdits {
+	for _, edit := range w.edits {
 		edit(&cfg)
 	}
 	m, err := prober.New(cfg)
@@ -49,7 +56,24 @@ func (bd *build) buildProber() {
 		bd.fail(partErr("prober", err))
 		return
 	}
-	bd.a.prober = m
+	w.m, bd.a.prober = m, m
+}
+
+func (w *proberWiring) engine(_ *build, cfg *kuberuntime.Config) {
+	if w.m != nil {
+		cfg.Probes = w.m.RuntimeResults()
+	}
+}
+
+func (w *proberWiring) loop(_ *build, cfg *syncloop.Config) {
+	if w.m != nil {
+		w.updates = make(chan syncloop.ProbeUpdate)
+		cfg.Probes, cfg.ProbeState, cfg.ProbeResults = w.m, w.m.StatusResults(), w.updates
+	}
+}
+
+func (w *proberWiring) connect(bd *build) {
+	bd.a.parts = append(bd.a.parts, extraPart{name: "prober", run: runProber(w.m, w.updates)})
 }
 
 // agentStatuses is the prober's view of the agent's pod statuses.

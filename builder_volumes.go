@@ -1,6 +1,8 @@
 package nodekit
 
 import (
+	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -12,11 +14,25 @@ import (
 func (b *Builder) WithVolumeManager(m *volumemgr.Manager) *Builder {
 	switch {
 	case m == nil:
-		b.misuse = append(b.misuse, configErr("builder", "WithVolumeManager was given a nil manager"))
+		return b.fail("WithVolumeManager was given a nil manager")
 	case b.volumeMgr != nil:
-		b.misuse = append(b.misuse, configErr("builder", "WithVolumeManager given twice"))
-	default:
-		b.volumeMgr = m
+		return b.fail("WithVolumeManager given twice")
 	}
+	b.volumeMgr = m
+	w := volumeWiring{m: m}
+	b.wired = append(b.wired, wiring{rank: rankVolumes, engine: w.engine, loop: w.loop, connect: w.connect})
 	return b
+}
+
+type volumeWiring struct {
+	m *volumemgr.Manager
+}
+
+func (w volumeWiring) engine(_ *build, cfg *kuberuntime.Config) { cfg.Mounts = w.m }
+func (w volumeWiring) loop(_ *build, cfg *syncloop.Config)      { cfg.Volumes = w.m }
+
+func (w volumeWiring) connect(bd *build) {
+	a := bd.a
+	w.m.SetPodSource(a.loop, a.loop.PodWorkers(), a.podConfig.SeenAllSources)
+	a.parts = append(a.parts, extraPart{name: "volumemgr", run: w.m.Run})
 }
