@@ -47,6 +47,10 @@ type fakeSyncer struct {
 	// ctx ends (then it returns the ctx error and counts a cancellation).
 	block     map[string]chan struct{}
 	cancelled map[types.UID]int
+	// cancelErr, if set, is what a blocked call returns when its ctx ends
+	// instead of the ctx error (a runtime's own error for the cancelled
+	// call, such as a gRPC Canceled status).
+	cancelErr error
 	// statusFns are the status funcs handed to SyncTerminatingPod.
 	statusFns []func(*v1.PodStatus)
 	// onSync, if set, runs in every SyncPod call with its context.
@@ -75,7 +79,11 @@ func (f *fakeSyncer) record(ctx context.Context, c syncCall) error {
 		case <-ctx.Done():
 			f.mu.Lock()
 			f.cancelled[c.uid]++
+			cerr := f.cancelErr
 			f.mu.Unlock()
+			if cerr != nil {
+				return cerr
+			}
 			return ctx.Err()
 		}
 	}

@@ -70,3 +70,21 @@ func TestSyncFailureLogLevel(t *testing.T) {
 		t.Errorf("back-off logs at Info: %d, failures at Error: %d; want 2 and 1", info, errs)
 	}
 }
+
+// A sync cut short because the pod workers stop fails with whatever the
+// runtime says (a gRPC Canceled status is not context.Canceled): that is
+// the shutdown, logged at Debug, not a failed sync at Error.
+func TestSyncCutShortByStopIsNoError(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	withWorkers(t, Config{Logger: zap.New(core)}, func(t *testing.T, e *env) {
+		e.syncer.cancelErr = errors.New("StopSandbox x: rpc error: code = Canceled desc = context canceled")
+		e.syncer.blockOn("sync", "1")
+		e.update(SyncPodCreate, newPod("1", "web"))
+	})
+	if n := logs.FilterMessage("pod sync failed").Len(); n != 0 {
+		t.Errorf("%d sync failures logged for a sync the stop cut short", n)
+	}
+	if n := logs.FilterMessage("sync cancelled").Len(); n != 1 {
+		t.Errorf("%d shutdown notes, want 1", n)
+	}
+}

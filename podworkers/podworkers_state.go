@@ -491,8 +491,10 @@ func (p *Workers) workerLoop(runCtx context.Context, uid types.UID, updates <-ch
 
 		transition := false
 		switch {
-		case errors.Is(err, context.Canceled):
-			log.Debug("sync cancelled")
+		case errors.Is(err, context.Canceled), err != nil && ctx.Err() != nil:
+			// Cancelled, or cut short because the workers stop (the
+			// runtime's error for it need not be context.Canceled).
+			log.Debug("sync cancelled", zap.Error(err))
 		case backOffOnly(err):
 			// Waiting out a crash-loop or image-pull back-off is normal
 			// operation; the pod's status shows the reason.
