@@ -98,6 +98,10 @@ type Manager struct {
 	sent   map[types.UID]sentStatus
 
 	notify chan struct{}
+
+	// changed is closed, and replaced, whenever a status is stored or
+	// removed (see Changed); under mu.
+	changed chan struct{}
 }
 
 // entry is the cached status of one pod.
@@ -145,6 +149,7 @@ func New(cfg Config) (*Manager, error) {
 		sent:     make(map[types.UID]sentStatus),
 		pending:  make(map[types.UID]struct{}),
 		notify:   make(chan struct{}, 1),
+		changed:  make(chan struct{}),
 	}, nil
 }
 
@@ -385,11 +390,16 @@ func attemptedInitContainers(list []v1.ContainerStatus) []v1.ContainerStatus {
 func (m *Manager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	removed := false
 	for uid := range m.statuses {
 		if !keep[uid] {
 			delete(m.statuses, uid)
 			m.pending[uid] = struct{}{} // the next sync forgets what was sent
+			removed = true
 		}
+	}
+	if removed {
+		m.broadcastLocked()
 	}
 }
 
@@ -445,7 +455,24 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 	}
 	m.statuses[pod.UID] = ne
 	m.pending[pod.UID] = struct{}{}
+	m.broadcastLocked()
 	return true
+}
+
+// broadcastLocked wakes every waiter on Changed. m.mu must be held.
+func (m *Manager) broadcastLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of any cached status
+// (a new version, or a status removed). A waiter takes the channel first,
+// then reads the statuses it cares about, and waits on the channel only if
+// they are not yet what it wants: no change is missed, and nothing polls.
+func (m *Manager) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
 }
 
 // forceTerminalReadiness sets Ready and ContainersReady to False

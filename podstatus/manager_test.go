@@ -679,3 +679,39 @@ func TestNewStatusManagerReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// Changed is closed by every new version and by a removal, and not by an
+// update that changes nothing.
+func TestStatusManagerChanged(t *testing.T) {
+	m, _ := stManager(t, NewMemorySink())
+	pod := stPod()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := m.Changed()
+	if closed(ch) {
+		t.Fatal("Changed closed before any status")
+	}
+	m.SetPodStatus(pod, stRunningStatus())
+	if !closed(ch) {
+		t.Fatal("Changed not closed by a new status")
+	}
+	ch = m.Changed()
+	m.SetPodStatus(pod, stRunningStatus())
+	if closed(ch) {
+		t.Fatal("Changed closed by an update that changed nothing")
+	}
+	m.RemoveOrphanedStatuses(map[types.UID]bool{pod.UID: true})
+	if closed(ch) {
+		t.Fatal("Changed closed though nothing was removed")
+	}
+	m.RemoveOrphanedStatuses(nil)
+	if !closed(ch) {
+		t.Fatal("Changed not closed by a removal")
+	}
+}
