@@ -23,7 +23,6 @@ type stFlakySink struct {
 	mu      sync.Mutex
 	failing bool
 	got     []v1.PodStatus
-	deleted []types.UID
 }
 
 func (s *stFlakySink) SyncPodStatus(_ context.Context, _ *v1.Pod, st v1.PodStatus) error {

@@ -47,8 +47,3 @@ func (r *results) remove(id string, t ProbeType) {
 	r.mu.Unlock()
 }
 
-func (r *results) len() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return len(r.m)
-}

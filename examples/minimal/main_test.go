@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -13,7 +12,7 @@ import (
 // lines the README promises (code lines outside the import block: no
 // blank or comment lines).
 func TestMinimalRuns(t *testing.T) {
-	out, err := exec.Command(goTool(), "run", ".").CombinedOutput()
+	out, err := exec.Command("go", "run", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go run: %v\n%s", err, out)
 	}
@@ -64,11 +63,4 @@ func codeLines(src string) int {
 		}
 	}
 	return n
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return runtime.GOROOT() + "/bin/go"
 }
