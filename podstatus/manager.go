@@ -702,10 +702,14 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 	// copies, as long as nothing below writes into them.
 	m.mu.Lock()
 	var todo []toSync
+	var forget []types.UID // sent once, status since removed
 	pick := func(uid types.UID) {
 		e, ok := m.statuses[uid]
 		if !ok {
-			delete(m.sent, uid)
+			if _, sent := m.sent[uid]; sent {
+				forget = append(forget, uid)
+				delete(m.sent, uid)
+			}
 			return
 		}
 		todo = append(todo, toSync{uid: uid, pod: e.pod, status: e.status, version: e.version, finished: e.finished})
@@ -717,6 +721,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 		}
 		for uid := range m.sent {
 			if _, ok := m.statuses[uid]; !ok {
+				forget = append(forget, uid)
 				delete(m.sent, uid)
 			}
 		}
@@ -729,6 +734,11 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 	clear(m.pending)
 	m.mu.Unlock()
 	sort.Slice(todo, func(i, j int) bool { return todo[i].uid < todo[j].uid })
+	if f, ok := m.sink.(PodForgetter); ok {
+		for _, uid := range forget {
+			f.ForgetPod(uid)
+		}
+	}
 
 	deleter, canDelete := m.sink.(PodDeleter)
 	var errs []error

@@ -714,3 +714,40 @@ func TestStatusManagerChanged(t *testing.T) {
 		t.Fatal("Changed not closed by a removal")
 	}
 }
+
+// A pod whose status the manager dropped (removed from the sources and
+// stopped) is forgotten by a sink that can forget: the default
+// MemorySink keeps only the pods the agent knows.
+func TestStatusManagerForgetsRemovedPodsInSink(t *testing.T) {
+	sink := NewMemorySink()
+	m, _ := stManager(t, sink)
+	pod := stPod()
+	other := stPod()
+	other.UID, other.Name = "uid-2", "other"
+	m.SetPodStatus(pod, stRunningStatus())
+	m.SetPodStatus(other, stRunningStatus())
+	if err := m.SyncOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if sink.Len() != 2 {
+		t.Fatalf("sink has %d pods, want 2", sink.Len())
+	}
+	m.RemoveOrphanedStatuses(map[types.UID]bool{other.UID: true})
+	if err := m.SyncOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sink.Get(pod.UID); ok || sink.Len() != 1 {
+		t.Fatalf("removed pod still in the sink (%d pods)", sink.Len())
+	}
+	if _, ok := sink.Get(other.UID); !ok {
+		t.Fatal("the pod still known was forgotten")
+	}
+	// The same through a full resync.
+	m.RemoveOrphanedStatuses(nil)
+	if err := m.ResyncAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if sink.Len() != 0 {
+		t.Fatalf("sink has %d pods after every pod was removed, want 0", sink.Len())
+	}
+}
