@@ -46,4 +46,3 @@ func (r *results) remove(id string, t ProbeType) {
 	delete(r.m, resultKey{rawID(id), t})
 	r.mu.Unlock()
 }
-

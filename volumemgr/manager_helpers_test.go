@@ -64,7 +64,6 @@ func (s *stubPlugin) setUpCount(dir string) int {
 	return s.setUps[dir]
 }
 
-
 func (s *stubPlugin) tearDownCount(dir string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
