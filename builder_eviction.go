@@ -79,6 +79,11 @@ func (b *Builder) WithEviction(cfg eviction.Config) *Builder {
 //     container manager Stats is required;
 //   - Clock, Logger and Registerer: the Builder's.
 //
+// EnforceAllocatable is set when the container manager limits the pods
+// cgroup to node allocatable (its EnforceNodeAllocatable has "pods", the
+// default), so each hard memory.available threshold gets its
+// allocatableMemory.available twin, as in the kubelet.
+//
 // The manager implements nodestatus.PressureSource; opts.Built gives it to
 // the caller.
 func (b *Builder) WithEvictionOptions(cfg eviction.Config, opts EvictionOptions) *Builder {
@@ -146,6 +151,11 @@ func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpt
 		policy := opts.ContainerGCPolicy
 		policy.EvictNonDeletedPods = true
 		cfg.ContainerGC = containerGC{a: a, policy: policy}
+	}
+	if cm := b.containerMgr; cm != nil && cm.EnforcesPodsAllocatable() {
+		// The pods cgroup is limited to allocatable: watch it as the
+		// kubelet does, without a second setting.
+		cfg.EnforceAllocatable = true
 	}
 	if cfg.Stats == nil {
 		cm := b.containerMgr

@@ -56,7 +56,8 @@ type Config struct {
 	// threshold for each hard memory.available one
 	// (WithAllocatableThresholds), as the kubelet does when node
 	// allocatable is enforced on pods. Set it when the pods cgroup is
-	// limited to the node's allocatable memory.
+	// limited to the node's allocatable memory; the Builder
+	// (nodekit.WithEviction) sets it from the container manager.
 	EnforceAllocatable bool
 	// Notifiers wake Run for a cycle at once when memory may have crossed
 	// a threshold (a memcg threshold notifier); each is re-armed with
