@@ -19,7 +19,10 @@ import (
 type EvictionOptions struct {
 	// ImageGC configures the image garbage collector the Builder makes
 	// when the eviction Config has no ImageGC. Images, InUse, Clock,
-	// Logger and Registerer are filled from the agent when unset; FsStats
+	// Logger and Registerer are filled from the agent when unset (InUse:
+	// the images of every container and sandbox, and the sandbox image
+	// the runtime's verbose Status names, so the pause image is kept
+	// without setting SandboxImage); FsStats
 	// defaults to the eviction stats' image file system (or node file
 	// system when images share it). Zero thresholds and ages mean the
 	// kubelet's defaults (85/80, 2m).
@@ -225,7 +228,17 @@ func (b *settings) buildImageGC(a *Agent, ecfg eviction.Config, icfg imagegc.Con
 		icfg.Images = is
 	}
 	if icfg.InUse == nil {
-		icfg.InUse = imagegc.Containers(a.cri)
+		// Every container's image, every sandbox's image, and the sandbox
+		// image the runtime is configured with: a node without pods keeps
+		// its pause image also on runtimes that pin none (containerd 1.6).
+		inUse := []imagegc.InUse{imagegc.Containers(a.cri)}
+		if l, ok := a.cri.(imagegc.SandboxLister); ok {
+			inUse = append(inUse, imagegc.Sandboxes(l))
+		}
+		if s, ok := a.cri.(imagegc.RuntimeStatuser); ok {
+			inUse = append(inUse, imagegc.RuntimeSandboxImage(s))
+		}
+		icfg.InUse = imagegc.Union(inUse...)
 	}
 	if icfg.FsStats == nil {
 		stats := ecfg.Stats
