@@ -71,7 +71,11 @@
 // <PodsDir>/<uid>/volumes/kubernetes.io~empty-dir (VolumeBytes; a volume on
 // another file system, a medium Memory tmpfs, is skipped). The walks count
 // allocated blocks and inodes, never follow symbolic links or cross file
-// systems, stop 64 levels down and when ctx ends. A failing CRI call or an
+// systems, stop 64 levels down and when ctx ends. With
+// CgroupStatsConfig.BackgroundDiskUsage (the Builder's choice) the walks
+// run in CgroupStats.Run, a walker with its own period, and Summary only
+// reads their last results: a pod with millions of files costs the cycle
+// nothing (BenchmarkSyncOnceHugeEmptyDir). A failing CRI call or an
 // unreadable directory is logged and that part left out: the rest of the
 // Summary, memory included, is still returned. FakeStats returns a Summary
 // set by a test.
