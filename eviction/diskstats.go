@@ -249,9 +249,11 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		}
 		dir := filepath.Join(s.cfg.PodsDir, string(p.UID), "volumes", emptyDirDir)
 		var vols diskUsage
-		_, truncated, err := s.measure(ctx, dir, func(_ string, isDir bool, u diskUsage) {
+		var each []VolumeStats
+		_, truncated, err := s.measure(ctx, dir, func(name string, isDir bool, u diskUsage) {
 			if isDir {
 				vols.add(u)
+				each = append(each, VolumeStats{Name: name, UsedBytes: u.Bytes, Inodes: u.Inodes})
 			}
 		})
 		if err != nil {
@@ -266,7 +268,7 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		if truncated {
 			s.log.Debug("emptyDir volume too deep, measured in part", zap.String("dir", dir))
 		}
-		p.VolumeBytes, p.VolumeInodes = vols.Bytes, vols.Inodes
+		p.VolumeBytes, p.VolumeInodes, p.Volumes = vols.Bytes, vols.Inodes, each
 	}
 	return nil
 }

@@ -65,6 +65,9 @@ func TestCgroupStatsBackgroundDiskUsage(t *testing.T) {
 		if first.VolumeBytes == 0 || first.VolumeInodes != 2 {
 			t.Fatalf("after the walker's first walk: %+v", first)
 		}
+		if len(first.Volumes) != 1 || first.Volumes[0].Name != "v" || first.Volumes[0].UsedBytes != first.VolumeBytes {
+			t.Fatalf("per-volume use %+v, want volume v with all of %d bytes", first.Volumes, first.VolumeBytes)
+		}
 		writeFile(t, filepath.Join(vol, "g"), 1<<20)
 		clk.Step(59 * time.Second)
 		synctest.Wait()
