@@ -398,12 +398,16 @@ func New(cfg Config) (*Loop, error) {
 
 // loopActivity is the status manager's ContainerActivity: the pod
 // workers' answer, except that a pod rejected at admission which the
-// runtime was seen not to run has no containers, workers synced or not.
+// runtime was seen not to run, and that has no worker, has no containers,
+// workers synced or not.
 type loopActivity struct{ l *Loop }
 
 func (a loopActivity) CouldHaveRunningContainers(uid types.UID) bool {
 	if !a.l.workers.CouldHaveRunningContainers(uid) {
 		return false
+	}
+	if _, hasWorker := a.l.workers.PodState(uid); hasWorker {
+		return true
 	}
 	a.l.podsMu.RLock()
 	_, none := a.l.noContainers[uid]

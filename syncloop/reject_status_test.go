@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/podworkers"
 )
 
 // rsSink records every status it is given, per pod, in order.
@@ -99,5 +100,25 @@ func TestRejectedPodWithoutListingReportsNothingFirst(t *testing.T) {
 			}
 			rsCheckRejected(t, sink, "new")
 		})
+	}
+}
+
+// TestRejectedPodWithWorkerFollowsWorkers: the "no containers" mark of a
+// rejected pod holds only while the pod has no worker; once it has one,
+// the workers answer.
+func TestRejectedPodWithWorkerFollowsWorkers(t *testing.T) {
+	clk := clocktesting.NewFakeClock(ltEpoch)
+	l, _, _ := ltStubLoop(t, clk, func(c *Config) {
+		c.PLEG = ltListingPLEG{listing: func() ([]*kubetypes.Pod, time.Time) { return nil, ltEpoch }}
+	})
+	rejected := ltPortPod("new", 5, 8080)
+	l.HandlePodAdditions([]*v1.Pod{rejected, ltPortPod("old", 0, 8080)})
+	act := loopActivity{l}
+	if act.CouldHaveRunningContainers("new") {
+		t.Fatal("a rejected pod the runtime does not run could have running containers")
+	}
+	l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: rejected})
+	if !act.CouldHaveRunningContainers("new") {
+		t.Fatal("a pod with a live worker is taken to have no containers")
 	}
 }
