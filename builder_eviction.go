@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -19,7 +20,10 @@ import (
 type EvictionOptions struct {
 	// ImageGC configures the image garbage collector the Builder makes
 	// when the eviction Config has no ImageGC. Images, InUse, Clock,
-	// Logger and Registerer are filled from the agent when unset; FsStats
+	// Logger and Registerer are filled from the agent when unset (InUse:
+	// the images of every container and sandbox, and the sandbox image
+	// the runtime's verbose Status names, so the pause image is kept
+	// without setting SandboxImage); FsStats
 	// defaults to the eviction stats' image file system (or node file
 	// system when images share it). Zero thresholds and ages mean the
 	// kubelet's defaults (85/80, 2m).
@@ -35,6 +39,13 @@ type EvictionOptions struct {
 	// allocatableMemory.available threshold: a crossing runs a cycle at
 	// once instead of at the next Interval.
 	MemcgNotifier bool
+	// DiskUsagePeriod is the period of the background walker that
+	// measures pod log directories and emptyDir volumes when the Builder
+	// makes the eviction Stats (eviction.CgroupStatsConfig
+	// BackgroundDiskUsage): the cycles never walk, so a pod with millions
+	// of files cannot delay a memory eviction. 0 means
+	// eviction.DefaultDiskUsagePeriod (10 s).
+	DiskUsagePeriod time.Duration
 	// Built, if not nil, is filled in by Build with what it made, so the
 	// caller can feed the pressure conditions to node status
 	// (nodestatus.SettersConfig.Pressure = Built.Manager) or call the
@@ -51,6 +62,10 @@ type EvictionParts struct {
 	// the eviction Config brought its own ImageGC or the runtime has no
 	// image listing.
 	ImageGC *imagegc.Manager
+
+	// stats is the CgroupStats the Builder made (nil when the eviction
+	// Config brought its own Stats): its disk walker runs with the agent.
+	stats *eviction.CgroupStats
 }
 
 // WithEviction wires node-pressure eviction in one call, with the default
@@ -74,10 +89,16 @@ func (b *Builder) WithEviction(cfg eviction.Config) *Builder {
 //   - Stats: eviction.CgroupStats over the container manager's pods cgroup
 //     (memory, allocatable memory, pods, PIDs), the agent's root
 //     directory (nodefs), its pod logs and pods directory and the
-//     runtime's container stats (disk use per pod), when
+//     runtime's container stats (disk use per pod; the directories
+//     measured by a background walker every opts.DiskUsagePeriod), when
 //     WithContainerManager was called (before or after); without a
 //     container manager Stats is required;
 //   - Clock, Logger and Registerer: the Builder's.
+//
+// EnforceAllocatable is set when the container manager limits the pods
+// cgroup to node allocatable (its EnforceNodeAllocatable has "pods", the
+// default), so each hard memory.available threshold gets its
+// allocatableMemory.available twin, as in the kubelet.
 //
 // The manager implements nodestatus.PressureSource; opts.Built gives it to
 // the caller.
@@ -122,6 +143,9 @@ func (w *evictionWiring) connect(bd *build) {
 	if w.parts.ImageGC != nil {
 		bd.a.parts = append(bd.a.parts, extraPart{name: "imagegc", run: w.parts.ImageGC.Run})
 	}
+	if w.parts.stats != nil {
+		bd.a.parts = append(bd.a.parts, extraPart{name: "eviction-disk-walker", run: w.parts.stats.Run})
+	}
 	bd.a.parts = append(bd.a.parts, extraPart{name: "eviction", run: w.parts.Manager.Run})
 }
 
@@ -147,6 +171,11 @@ func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpt
 		policy.EvictNonDeletedPods = true
 		cfg.ContainerGC = containerGC{a: a, policy: policy}
 	}
+	if cm := b.containerMgr; cm != nil && cm.EnforcesPodsAllocatable() {
+		// The pods cgroup is limited to allocatable: watch it as the
+		// kubelet does, without a second setting.
+		cfg.EnforceAllocatable = true
+	}
 	if cfg.Stats == nil {
 		cm := b.containerMgr
 		if cm == nil {
@@ -159,6 +188,7 @@ func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpt
 		scfg := eviction.CgroupStatsConfig{
 			NodeFsPath: b.rootDir, PodLogsRoot: logs, PodsDir: filepath.Join(b.rootDir, syncloop.PodsDirName),
 			Layout: containerMgrLayout(cm), Clock: cfg.Clock, Logger: cfg.Logger,
+			BackgroundDiskUsage: true, DiskUsagePeriod: opts.DiskUsagePeriod,
 		}
 		if l, ok := a.cri.(eviction.ContainerStatsLister); ok {
 			scfg.ContainerStats = l
@@ -167,7 +197,7 @@ func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpt
 		if err != nil {
 			return parts, partErr("eviction stats", err)
 		}
-		cfg.Stats = st
+		cfg.Stats, parts.stats = st, st
 	}
 	if cm := b.containerMgr; cm != nil && opts.MemcgNotifier && len(cfg.Notifiers) == 0 {
 		ts := cfg.Thresholds
@@ -215,7 +245,17 @@ func (b *settings) buildImageGC(a *Agent, ecfg eviction.Config, icfg imagegc.Con
 		icfg.Images = is
 	}
 	if icfg.InUse == nil {
-		icfg.InUse = imagegc.Containers(a.cri)
+		// Every container's image, every sandbox's image, and the sandbox
+		// image the runtime is configured with: a node without pods keeps
+		// its pause image also on runtimes that pin none (containerd 1.6).
+		inUse := []imagegc.InUse{imagegc.Containers(a.cri)}
+		if l, ok := a.cri.(imagegc.SandboxLister); ok {
+			inUse = append(inUse, imagegc.Sandboxes(l))
+		}
+		if s, ok := a.cri.(imagegc.RuntimeStatuser); ok {
+			inUse = append(inUse, imagegc.RuntimeSandboxImage(s))
+		}
+		icfg.InUse = imagegc.Union(inUse...)
 	}
 	if icfg.FsStats == nil {
 		stats := ecfg.Stats

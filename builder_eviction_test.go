@@ -375,3 +375,47 @@ func TestWithEvictionDefaultStats(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWithEvictionDerivesEnforceAllocatable: with a container manager that
+// limits the pods cgroup to allocatable (its default), the eviction
+// manager watches allocatableMemory.available without EnforceAllocatable
+// being set; with enforcement off it does not.
+func TestWithEvictionDerivesEnforceAllocatable(t *testing.T) {
+	for _, tc := range []struct {
+		enforce []string
+		want    bool
+	}{{nil, true}, {[]string{containermgr.EnforcePods}, true}, {[]string{containermgr.EnforceNone}, false}} {
+		cgroupRoot := t.TempDir()
+		cm, err := containermgr.New(containermgr.Config{
+			CgroupRoot: cgroupRoot, CgroupVersion: containermgr.V1, EnforceNodeAllocatable: tc.enforce,
+			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := fake.New(fake.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hard, err := eviction.ParseThresholds(map[string]string{"memory.available": "100Mi"}, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var built nodekit.EvictionParts
+		if _, err := nodekit.NewBuilder().WithNodeName("node1").WithRuntime(rt).WithRootDir(t.TempDir()).
+			WithContainerManager(cm).
+			WithEvictionOptions(eviction.Config{Thresholds: hard}, nodekit.EvictionOptions{Built: &built}).
+			Build(); err != nil {
+			t.Fatal(err)
+		}
+		got := false
+		for _, th := range built.Manager.Thresholds() {
+			if th.Signal == eviction.SignalAllocatableMemoryAvailable {
+				got = true
+			}
+		}
+		if got != tc.want {
+			t.Errorf("EnforceNodeAllocatable %v: allocatableMemory.available threshold %v, want %v (thresholds %v)", tc.enforce, got, tc.want, built.Manager.Thresholds())
+		}
+	}
+}

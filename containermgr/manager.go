@@ -364,6 +364,12 @@ func (m *Manager) NodeAllocatable() v1.ResourceList {
 	return Allocatable(c, Reservation(c, m.cfg.SystemReserved, m.cfg.KubeReserved, m.cfg.HardEvictionThresholds))
 }
 
+// EnforcesPodsAllocatable reports whether the pods cgroup is limited to
+// the node's allocatable ("pods" in EnforceNodeAllocatable, the default):
+// the eviction manager then also watches allocatableMemory.available, as
+// the kubelet derives it from the same setting.
+func (m *Manager) EnforcesPodsAllocatable() bool { return m.enforce }
+
 // EnforcedAllocatable is the limit put on the pods cgroup: capacity minus
 // system- and kube-reserved (or the whole capacity when enforcement is off).
 func (m *Manager) EnforcedAllocatable() v1.ResourceList {

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lifecycle"
 )
 
 // CgroupStatsConfig configures a CgroupStats.
@@ -75,8 +77,16 @@ type CgroupStatsConfig struct {
 	// tree costs each cycle. Writable layers (CRI) are asked for at every
 	// Summary. Negative is an error.
 	DiskUsagePeriod time.Duration
-	Clock           clock.Clock
-	Logger          *zap.Logger
+	// BackgroundDiskUsage moves the walks of log directories and emptyDir
+	// volumes out of Summary into Run, a walker with its own period
+	// (DiskUsagePeriod, DefaultDiskUsagePeriod when 0), as the kubelet's
+	// cAdvisor and volume stats do: Summary then never walks, so a pod with
+	// millions of files cannot delay a memory eviction. It reports each
+	// directory's last walk, however old; a directory not walked yet (a
+	// new pod) counts as nothing and is walked at once. Run must run.
+	BackgroundDiskUsage bool
+	Clock               clock.Clock
+	Logger              *zap.Logger
 }
 
 // CgroupLayout is where CgroupStats reads the cgroups (CgroupStatsConfig's
@@ -118,6 +128,11 @@ type CgroupStats struct {
 
 	duMu    sync.Mutex
 	duCache map[string]duResult // by directory, with DiskUsagePeriod
+	// wanted: with BackgroundDiskUsage, the directories Summary asked for
+	// and when it last did; the walker walks them. Under duMu.
+	wanted map[string]time.Time
+	kick   chan struct{} // a directory was asked for that has no walk yet
+	once   lifecycle.Once
 
 	layoutMu sync.Mutex
 	laidOut  bool // cfg holds the Layout's answer (or there is no Layout)
@@ -188,7 +203,11 @@ func NewCgroupStats(cfg CgroupStatsConfig) (*CgroupStats, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &CgroupStats{cfg: cfg, log: cfg.Logger.Named("eviction.stats"), statfs: statfs, du: duDir, laidOut: cfg.Layout == nil}, nil
+	if cfg.BackgroundDiskUsage && cfg.DiskUsagePeriod == 0 {
+		cfg.DiskUsagePeriod = DefaultDiskUsagePeriod
+	}
+	return &CgroupStats{cfg: cfg, log: cfg.Logger.Named("eviction.stats"), statfs: statfs, du: duDir, laidOut: cfg.Layout == nil,
+		wanted: map[string]time.Time{}, kick: make(chan struct{}, 1)}, nil
 }
 
 var _ StatsProvider = (*CgroupStats)(nil)

@@ -102,7 +102,7 @@ func (s *CgroupStats) addDiskStats(ctx context.Context, pods []PodStats) ([]PodS
 			return nil, err
 		}
 	}
-	if s.cfg.DiskUsagePeriod > 0 {
+	if s.cfg.DiskUsagePeriod > 0 && !s.cfg.BackgroundDiskUsage {
 		s.pruneDiskCache(s.cfg.Clock.Now().Add(-2 * s.cfg.DiskUsagePeriod))
 	}
 	for i := range set.pods {
@@ -221,7 +221,9 @@ func (s *CgroupStats) addLogStats(ctx context.Context, set *podSet) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			s.logDuError(p.UID, dir, err)
+			if !errors.Is(err, errNotWalkedYet) {
+				s.logDuError(p.UID, dir, err)
+			}
 			continue
 		}
 		if truncated {
@@ -247,16 +249,18 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		}
 		dir := filepath.Join(s.cfg.PodsDir, string(p.UID), "volumes", emptyDirDir)
 		var vols diskUsage
-		_, truncated, err := s.measure(ctx, dir, func(_ string, isDir bool, u diskUsage) {
+		var each []VolumeStats
+		_, truncated, err := s.measure(ctx, dir, func(name string, isDir bool, u diskUsage) {
 			if isDir {
 				vols.add(u)
+				each = append(each, VolumeStats{Name: name, UsedBytes: u.Bytes, Inodes: u.Inodes})
 			}
 		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if !errors.Is(err, fs.ErrNotExist) {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errNotWalkedYet) {
 				s.logDuError(p.UID, dir, err)
 			}
 			continue
@@ -264,19 +268,29 @@ func (s *CgroupStats) addVolumeStats(ctx context.Context, set *podSet) error {
 		if truncated {
 			s.log.Debug("emptyDir volume too deep, measured in part", zap.String("dir", dir))
 		}
-		p.VolumeBytes, p.VolumeInodes = vols.Bytes, vols.Inodes
+		p.VolumeBytes, p.VolumeInodes, p.Volumes = vols.Bytes, vols.Inodes, each
 	}
 	return nil
 }
 
-// duResult is one measured directory, kept for DiskUsagePeriod.
+// duResult is one measured directory, kept for DiskUsagePeriod (or, with
+// BackgroundDiskUsage, until the next walk).
 type duResult struct {
 	at        time.Time
 	seen      time.Time // the last Summary that asked for it
 	total     diskUsage
 	truncated bool
 	children  []duChild
+	err       error // the walk's error (BackgroundDiskUsage only)
 }
+
+// errNotWalkedYet: with BackgroundDiskUsage, the directory has not been
+// walked yet.
+var errNotWalkedYet = errors.New("eviction: directory not walked yet")
+
+// DefaultDiskUsagePeriod is the background walker's period when
+// CgroupStatsConfig.DiskUsagePeriod is 0.
+const DefaultDiskUsagePeriod = 10 * time.Second
 
 type duChild struct {
 	name  string
@@ -287,6 +301,9 @@ type duChild struct {
 // measure walks dir (see duDir), or replays its last walk when that is
 // younger than DiskUsagePeriod. Failed walks are not kept.
 func (s *CgroupStats) measure(ctx context.Context, dir string, child func(name string, isDir bool, u diskUsage)) (diskUsage, bool, error) {
+	if s.cfg.BackgroundDiskUsage {
+		return s.lastWalk(dir, child)
+	}
 	period := s.cfg.DiskUsagePeriod
 	if period <= 0 {
 		return s.du(ctx, dir, child)
@@ -347,4 +364,104 @@ func (s *CgroupStats) logDuError(uid types.UID, dir string, err error) {
 // label is not trusted to be one).
 func safeSegment(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && !strings.ContainsRune(s, 0)
+}
+
+// lastWalk replays the background walker's last walk of dir and marks dir
+// wanted; a directory without a walk wakes the walker.
+func (s *CgroupStats) lastWalk(dir string, child func(name string, isDir bool, u diskUsage)) (diskUsage, bool, error) {
+	now := s.cfg.Clock.Now()
+	s.duMu.Lock()
+	s.wanted[dir] = now
+	r, ok := s.duCache[dir]
+	s.duMu.Unlock()
+	if !ok {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		return diskUsage{}, false, errNotWalkedYet
+	}
+	if r.err != nil {
+		return diskUsage{}, false, r.err
+	}
+	for _, c := range r.children {
+		child(c.name, c.isDir, c.u)
+	}
+	return r.total, r.truncated, nil
+}
+
+// Run is the background disk walker (CgroupStatsConfig.BackgroundDiskUsage):
+// every DiskUsagePeriod it walks each directory a Summary asked for in the
+// last two periods (and forgets the others: pods gone), and at once each
+// newly asked-for one. Without BackgroundDiskUsage it only waits. It
+// returns nil when ctx ends. See package lifecycle for the contract; a
+// second call returns ErrAlreadyRan.
+func (s *CgroupStats) Run(ctx context.Context) error {
+	if err := s.once.Start(); err != nil {
+		return err
+	}
+	if !s.cfg.BackgroundDiskUsage {
+		<-ctx.Done()
+		return nil
+	}
+	t := s.cfg.Clock.NewTimer(s.cfg.DiskUsagePeriod)
+	defer t.Stop()
+	full := true
+	for {
+		s.WalkOnce(ctx, full)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.kick:
+			full = false
+		case <-t.C():
+			t.Reset(s.cfg.DiskUsagePeriod)
+			full = true
+		}
+	}
+}
+
+// WalkOnce is one pass of the background walker: it walks the wanted
+// directories (with all false, only those not walked yet) and forgets
+// those no Summary asked for in two periods. Run calls it; a test may.
+func (s *CgroupStats) WalkOnce(ctx context.Context, all bool) {
+	now := s.cfg.Clock.Now()
+	cutoff := now.Add(-2 * s.cfg.DiskUsagePeriod)
+	s.duMu.Lock()
+	var dirs []string
+	for dir, at := range s.wanted {
+		if at.Before(cutoff) {
+			delete(s.wanted, dir)
+			delete(s.duCache, dir)
+			continue
+		}
+		if _, ok := s.duCache[dir]; all || !ok {
+			dirs = append(dirs, dir)
+		}
+	}
+	s.duMu.Unlock()
+	slices.Sort(dirs)
+	for _, dir := range dirs {
+		if ctx.Err() != nil {
+			return
+		}
+		r := duResult{at: now, seen: now}
+		r.total, r.truncated, r.err = s.du(ctx, dir, func(name string, isDir bool, u diskUsage) {
+			r.children = append(r.children, duChild{name, isDir, u})
+		})
+		if r.err != nil && ctx.Err() != nil {
+			return
+		}
+		if r.err != nil && !errors.Is(r.err, fs.ErrNotExist) {
+			s.log.Warn("disk usage not measured", zap.String("dir", dir), zap.Error(r.err))
+		}
+		s.duMu.Lock()
+		if s.duCache == nil {
+			s.duCache = map[string]duResult{}
+		}
+		if _, still := s.wanted[dir]; still {
+			s.duCache[dir] = r
+		}
+		s.duMu.Unlock()
+	}
 }

@@ -71,7 +71,11 @@
 // <PodsDir>/<uid>/volumes/kubernetes.io~empty-dir (VolumeBytes; a volume on
 // another file system, a medium Memory tmpfs, is skipped). The walks count
 // allocated blocks and inodes, never follow symbolic links or cross file
-// systems, stop 64 levels down and when ctx ends. A failing CRI call or an
+// systems, stop 64 levels down and when ctx ends. With
+// CgroupStatsConfig.BackgroundDiskUsage (the Builder's choice) the walks
+// run in CgroupStats.Run, a walker with its own period, and Summary only
+// reads their last results: a pod with millions of files costs the cycle
+// nothing (BenchmarkSyncOnceHugeEmptyDir). A failing CRI call or an
 // unreadable directory is logged and that part left out: the rest of the
 // Summary, memory included, is still returned. FakeStats returns a Summary
 // set by a test.
@@ -88,7 +92,16 @@
 // a crossing they report, or a call to Trigger, runs a cycle at once
 // (coalesced) instead of at the next Interval tick.
 //
-// Not here: per-pod local storage limit eviction (emptyDir sizeLimit,
-// ephemeral-storage limits; the kubelet's localStorageEviction) and
-// containerfs thresholds derived from the nodefs/imagefs ones.
+// Local storage: every cycle first evicts, as the kubelet's
+// localStorageEviction does, each pod over a local storage limit: an
+// emptyDir's use above its sizeLimit, the pod's use (writable layers, logs
+// and emptyDirs) above its ephemeral-storage limit, or a container's logs
+// and writable layer (logs only when images have their own file system)
+// above the container's limit; grace 1s, reason Evicted and the kubelet's
+// messages, no DisruptionTarget condition. Those evictions skip the rest of
+// the cycle. Config.DisableLocalStorageCapacityIsolation turns it off.
+//
+// Containerfs thresholds are derived from the nodefs or imagefs ones as in
+// the kubelet (UpdateContainerFsThresholds), from the file system layout
+// of the first Summary.
 package eviction

@@ -91,6 +91,7 @@ func copySummary(s *Summary) *Summary {
 		c.Pods = make([]PodStats, len(s.Pods))
 		for i, p := range s.Pods {
 			p.Containers = slices.Clone(p.Containers)
+			p.Volumes = slices.Clone(p.Volumes)
 			c.Pods[i] = p
 		}
 	}

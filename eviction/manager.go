@@ -49,14 +49,25 @@ type ContainerGC interface {
 
 // Config configures a Manager.
 type Config struct {
-	// Thresholds to enforce (ParseThresholds). Empty: the manager does
-	// nothing and never reports pressure.
+	// Thresholds to enforce (ParseThresholds). Empty: the manager never
+	// reports pressure (local storage limits are still enforced). As in the
+	// kubelet, containerfs thresholds are derived from the nodefs ones (one
+	// file system, or images apart with writable layers on nodefs) or the
+	// imagefs ones (images and writable layers apart), from the layout the
+	// first Summary shows, replacing any given.
 	Thresholds []Threshold
+	// DisableLocalStorageCapacityIsolation turns off the eviction of pods
+	// over their local storage limits (emptyDir sizeLimit, pod and
+	// container ephemeral-storage limits), which every cycle checks
+	// first, as the kubelet does with localStorageCapacityIsolation (on by
+	// default).
+	DisableLocalStorageCapacityIsolation bool
 	// EnforceAllocatable adds an allocatableMemory.available hard
 	// threshold for each hard memory.available one
 	// (WithAllocatableThresholds), as the kubelet does when node
 	// allocatable is enforced on pods. Set it when the pods cgroup is
-	// limited to the node's allocatable memory.
+	// limited to the node's allocatable memory; the Builder
+	// (nodekit.WithEviction) sets it from the container manager.
 	EnforceAllocatable bool
 	// Notifiers wake Run for a cycle at once when memory may have crossed
 	// a threshold (a memcg threshold notifier); each is re-armed with
@@ -96,6 +107,8 @@ type Manager struct {
 	syncMu sync.Mutex // one cycle at a time
 
 	mu                   sync.RWMutex
+	thresholds           []Threshold // cfg.Thresholds, containerfs derived once the layout is known
+	fsLayoutKnown        bool
 	conditions           []v1.NodeConditionType
 	thresholdsMet        []Threshold
 	firstObservedAt      map[string]firstSeen
@@ -165,6 +178,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.Notifiers = slices.Clone(cfg.Notifiers)
 	m := &Manager{
 		cfg:                  cfg,
+		thresholds:           cfg.Thresholds,
 		log:                  cfg.Logger.Named("eviction"),
 		firstObservedAt:      map[string]firstSeen{},
 		conditionLastSeen:    map[v1.NodeConditionType]time.Time{},
@@ -266,7 +280,7 @@ func conditionOrder() []v1.NodeConditionType {
 func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	if len(m.cfg.Thresholds) == 0 {
+	if len(m.cfg.Thresholds) == 0 && m.cfg.DisableLocalStorageCapacityIsolation {
 		return nil, nil
 	}
 	active := m.cfg.ActivePods()
@@ -288,7 +302,16 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 	now := m.cfg.Clock.Now()
 
 	m.mu.Lock()
-	thresholds := met(m.cfg.Thresholds, obs, false)
+	if !m.fsLayoutKnown {
+		m.fsLayoutKnown = true
+		var err error
+		m.thresholds, err = UpdateContainerFsThresholds(m.cfg.Thresholds, summary.ImageFs != nil, summary.ContainerFs != nil)
+		if err != nil {
+			m.log.Warn("containerfs thresholds given are replaced by derived ones", zap.Error(err))
+		}
+	}
+	all := m.thresholds
+	thresholds := met(all, obs, false)
 	if len(m.thresholdsMet) > 0 {
 		thresholds = mergeThresholds(thresholds, met(m.thresholdsMet, obs, true))
 	}
@@ -335,6 +358,16 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 	}
 	m.mu.Unlock()
 
+	stats := make(map[types.UID]*PodStats, len(summary.Pods))
+	for i := range summary.Pods {
+		stats[summary.Pods[i].UID] = &summary.Pods[i]
+	}
+	dedicated := summary.ImageFs != nil
+	if !m.cfg.DisableLocalStorageCapacityIsolation {
+		if evicted := m.localStorageEviction(ctx, active, stats, dedicated); len(evicted) > 0 {
+			return evicted, nil
+		}
+	}
 	if len(fresh) == 0 {
 		return nil, nil
 	}
@@ -344,18 +377,13 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 	res := signalResource(t.Signal)
 	m.log.Info("attempting to reclaim", zap.String("resource", string(res)), zap.Stringer("threshold", t))
 
-	dedicated := summary.ImageFs != nil
-	if m.reclaimNodeLevel(ctx, t.Signal, dedicated) {
+	if m.reclaimNodeLevel(ctx, t.Signal, all, dedicated) {
 		m.log.Info("node-level reclaim relieved the pressure; no eviction", zap.String("resource", string(res)))
 		return nil, nil
 	}
 	if len(active) == 0 {
 		m.log.Warn("threshold met but no pods are active to evict", zap.Stringer("threshold", t))
 		return nil, nil
-	}
-	stats := make(map[types.UID]*PodStats, len(summary.Pods))
-	for i := range summary.Pods {
-		stats[summary.Pods[i].UID] = &summary.Pods[i]
 	}
 	pods := slices.Clone(active)
 	rank(pods, t.Signal, stats, dedicated)
@@ -388,7 +416,7 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 
 // reclaimNodeLevel runs the disk GC functions for signal and re-measures;
 // true means no threshold is met any more (min reclaim included).
-func (m *Manager) reclaimNodeLevel(ctx context.Context, signal Signal, dedicatedImageFs bool) bool {
+func (m *Manager) reclaimNodeLevel(ctx context.Context, signal Signal, thresholds []Threshold, dedicatedImageFs bool) bool {
 	var funcs []func(context.Context) error
 	cgc := func() {
 		if m.cfg.ContainerGC != nil {
@@ -422,7 +450,7 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, signal Signal, dedicated
 		m.log.Error("stats after node-level reclaim", zap.Error(err))
 		return false
 	}
-	return len(met(m.cfg.Thresholds, observe(summary), true)) == 0
+	return len(met(thresholds, observe(summary), true)) == 0
 }
 
 func (m *Manager) evictedStatus(pod *v1.Pod, msg string) v1.PodStatus {
@@ -544,7 +572,11 @@ func (m *Manager) Trigger() {
 
 // Thresholds returns the thresholds enforced (with any derived
 // allocatableMemory.available ones).
-func (m *Manager) Thresholds() []Threshold { return slices.Clone(m.cfg.Thresholds) }
+func (m *Manager) Thresholds() []Threshold {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return slices.Clone(m.thresholds)
+}
 
 // NodeConditions returns the pressure conditions now reported (held for
 // the transition period), in the order MemoryPressure, DiskPressure,

@@ -69,6 +69,16 @@ type PodStats struct {
 	RootfsBytes, LogsBytes, VolumeBytes    uint64
 	RootfsInodes, LogsInodes, VolumeInodes uint64
 	Containers                             []ContainerStats
+	// Volumes is the use of each measured local volume (emptyDir), by
+	// volume name, for the emptyDir sizeLimit check; VolumeBytes is
+	// their sum.
+	Volumes []VolumeStats
+}
+
+// VolumeStats is one local volume's use.
+type VolumeStats struct {
+	Name              string
+	UsedBytes, Inodes uint64
 }
 
 // ContainerStats is one container's usage, for the eviction message.

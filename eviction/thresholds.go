@@ -1,8 +1,10 @@
 package eviction
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -395,4 +397,52 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// UpdateContainerFsThresholds derives the containerfs.available and
+// containerfs.inodesFree thresholds from the file system that holds
+// writable layers, as the kubelet does: with one file system
+// (imageFs false, splitContainerFs false) or with images apart and
+// writable layers on the node file system (both true), each hard and soft
+// nodefs threshold gets a containerfs twin; with images and writable
+// layers on their own file system (imageFs true, splitContainerFs false),
+// each imagefs threshold does. Containerfs thresholds in ts are replaced
+// (and reported in the error, which still comes with the derived set). Any
+// other layout leaves ts as it is. ts is not modified.
+func UpdateContainerFsThresholds(ts []Threshold, imageFs, splitContainerFs bool) ([]Threshold, error) {
+	var from map[Signal]Signal
+	switch {
+	case imageFs == splitContainerFs:
+		from = map[Signal]Signal{SignalNodeFsAvailable: SignalContainerFsAvailable, SignalNodeFsInodesFree: SignalContainerFsInodesFree}
+	case imageFs:
+		from = map[Signal]Signal{SignalImageFsAvailable: SignalContainerFsAvailable, SignalImageFsInodesFree: SignalContainerFsInodesFree}
+	default:
+		return slices.Clone(ts), nil
+	}
+	var errs []error
+	out := make([]Threshold, 0, len(ts)+4)
+	for _, t := range ts {
+		if t.Signal == SignalContainerFsAvailable || t.Signal == SignalContainerFsInodesFree {
+			kind := "hard"
+			if !t.IsHard() {
+				kind = "soft"
+			}
+			errs = append(errs, fmt.Errorf("%w: %s %s eviction threshold %s is derived from the file system that holds writable layers, not set", ErrInvalidThreshold, kind, t.Signal, t))
+			continue
+		}
+		out = append(out, t)
+	}
+	for _, t := range ts {
+		to, ok := from[t.Signal]
+		if !ok {
+			continue
+		}
+		d := Threshold{Signal: to, Operator: t.Operator, Value: copyValue(t.Value), GracePeriod: t.GracePeriod}
+		if t.MinReclaim != nil {
+			mr := copyValue(*t.MinReclaim)
+			d.MinReclaim = &mr
+		}
+		out = append(out, d)
+	}
+	return out, errors.Join(errs...)
 }

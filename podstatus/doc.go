@@ -37,7 +37,9 @@
 // results; TerminatePod makes a stopped pod's status final (every container
 // terminated, the phase terminal); RemoveOrphanedStatuses forgets pods
 // that are gone. With ContainerActivity, a terminal phase is held back while
-// the pod's containers may still run. A sink that also implements
+// the pod's containers may still run (a pod the sink has no status of yet
+// then gets none until the terminal one can go, so its first report is
+// never a placeholder; Recheck retries the held-back ones). A sink that also implements
 // PodDeleter is asked to delete a finished pod that has a deletion
 // timestamp (never a mirror pod).
 //

@@ -763,6 +763,12 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 		heldBack := IsTerminalPhase(t.status.Phase) && !IsTerminalPhase(merged.Phase)
 		if heldBack {
 			again = append(again, t.uid)
+			if !ok {
+				// The sink has nothing of this pod yet: a placeholder
+				// (the pod's old status) would be its first report.
+				// Wait for the terminal status instead.
+				continue
+			}
 		}
 		deletable := canDelete && t.finished && t.pod.DeletionTimestamp != nil && !kubetypes.IsMirrorPod(t.pod) && IsTerminalPhase(merged.Phase)
 		if ok && sent.version >= t.version && equalByAgent(&sent.status, &merged) && !deletable {
@@ -812,6 +818,12 @@ func podCopy(pod *v1.Pod, status *v1.PodStatus) *v1.Pod {
 	out.Status = *status.DeepCopy()
 	return out
 }
+
+// Recheck has Run sync the pending statuses soon: those held back while
+// their pods could have running containers, and those the sink refused.
+// The sync loop calls it once the pod workers know every pod, when a
+// pod without a worker stops counting as possibly running.
+func (m *Manager) Recheck() { m.signal() }
 
 // signal wakes Run (coalesced).
 func (m *Manager) signal() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -751,3 +752,54 @@ func TestStatusManagerForgetsRemovedPodsInSink(t *testing.T) {
 		t.Fatalf("sink has %d pods after every pod was removed, want 0", sink.Len())
 	}
 }
+
+// A pod whose first status is terminal while its containers may still
+// run (a pod rejected at admission before the pod workers know every
+// pod) reaches the sink first with that terminal status: no placeholder
+// is sent meanwhile, and Recheck has Run send it without waiting for
+// the sync period.
+func TestStatusManagerFirstReportIsNotAPlaceholder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := NewMemorySink()
+		act := &stAtomicActivity{}
+		act.running.Store(true)
+		m, err := New(Config{Sink: sink, ContainerActivity: act, SyncPeriod: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := stPod()
+		m.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: "NodePorts", Message: "Pod was rejected: no port"})
+		if err := m.SyncOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := sink.Get(pod.UID); ok {
+			t.Fatalf("placeholder sent before the terminal status: phase %q reason %q", st.Phase, st.Reason)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		synctest.Wait() // Run's first pass: still held back
+		if _, ok := sink.Get(pod.UID); ok {
+			t.Fatal("status sent while held back")
+		}
+		act.running.Store(false)
+		m.Recheck()
+		synctest.Wait()
+		st, ok := sink.Get(pod.UID)
+		if !ok || st.Phase != v1.PodFailed || st.Reason != "NodePorts" || st.Message != "Pod was rejected: no port" {
+			t.Fatalf("after Recheck: %v %+v", ok, st)
+		}
+		if sink.Updates() != 1 {
+			t.Fatalf("%d updates, want 1", sink.Updates())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// stAtomicActivity is a ContainerActivity that may change while Run runs.
+type stAtomicActivity struct{ running atomic.Bool }
+
+func (a *stAtomicActivity) CouldHaveRunningContainers(types.UID) bool { return a.running.Load() }

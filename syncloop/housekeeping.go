@@ -44,6 +44,12 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 	var errs []error
 	allPods := l.Pods()
 	working := l.workers.SyncKnownPods(allPods)
+	if !l.knownPods {
+		// Pods without a worker (rejected at admission) no longer count
+		// as possibly running: their held-back statuses may go now.
+		l.knownPods = true
+		l.status.Recheck()
+	}
 	desired := make(map[types.UID]bool, len(allPods))
 	for _, p := range allPods {
 		desired[p.UID] = true

@@ -240,10 +240,14 @@ type Loop struct {
 	// seen holds the UIDs handed to the pod workers that the runtime may
 	// still remember (back-offs), for housekeeping to forget.
 	seen map[types.UID]struct{}
+	// noContainers holds the pods rejected at admission that the runtime
+	// was seen not to run (see rejectPod); under podsMu.
+	noContainers map[types.UID]struct{}
 
-	// houseMu serialises housekeeping and guards lastGC.
-	houseMu sync.Mutex
-	lastGC  time.Time
+	// houseMu serialises housekeeping and guards lastGC and knownPods.
+	houseMu   sync.Mutex
+	lastGC    time.Time
+	knownPods bool // the pod workers were told the pods at least once
 
 	health healthState
 
@@ -326,6 +330,7 @@ func New(cfg Config) (*Loop, error) {
 		sink:           cfg.StatusSink,
 		pods:           make(map[types.UID]*v1.Pod),
 		seen:           make(map[types.UID]struct{}),
+		noContainers:   make(map[types.UID]struct{}),
 		ready:          make(chan struct{}),
 		runtimeBackoff: runtimeBackoffMin,
 	}
@@ -377,7 +382,7 @@ func New(cfg Config) (*Loop, error) {
 		Sink:              cfg.StatusSink,
 		Clock:             cfg.Clock,
 		Logger:            log,
-		ContainerActivity: pw,
+		ContainerActivity: loopActivity{l},
 	})
 	if err != nil {
 		return nil, err
@@ -389,6 +394,25 @@ func New(cfg Config) (*Loop, error) {
 		hostPortAdmitter{},
 	}, cfg.Admitters...)
 	return l, nil
+}
+
+// loopActivity is the status manager's ContainerActivity: the pod
+// workers' answer, except that a pod rejected at admission which the
+// runtime was seen not to run, and that has no worker, has no containers,
+// workers synced or not.
+type loopActivity struct{ l *Loop }
+
+func (a loopActivity) CouldHaveRunningContainers(uid types.UID) bool {
+	if !a.l.workers.CouldHaveRunningContainers(uid) {
+		return false
+	}
+	if _, hasWorker := a.l.workers.PodState(uid); hasWorker {
+		return true
+	}
+	a.l.podsMu.RLock()
+	_, none := a.l.noContainers[uid]
+	a.l.podsMu.RUnlock()
+	return !none
 }
 
 // noopHooks is the do-nothing VolumeHooks, CgroupHooks and ProbeHooks.
@@ -704,21 +728,46 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			}
 		}
 		adm.add(pod)
+		l.podsMu.Lock()
+		delete(l.noContainers, pod.UID)
+		l.podsMu.Unlock()
 		l.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
 	}
 }
 
-// rejectPod records the admission failure as the pod's status.
+// rejectPod records the admission failure as the pod's status. A
+// rejected pod gets no worker, so the agent never starts its containers;
+// when the PLEG's listing (made by this agent, after any earlier one
+// stopped) shows none either, the pod has no containers and its Failed
+// status may go to the sink at once: without that, the status manager
+// holds it back until housekeeping first tells the pod workers every pod.
 func (l *Loop) rejectPod(pod *v1.Pod, r AdmitResult) {
 	l.log.Info("pod rejected", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)),
 		zap.String("reason", r.Reason), zap.String("message", r.Message))
 	l.metrics.rejected(r.Reason)
+	if lister, ok := l.cfg.PLEG.(runtimeLister); ok {
+		if listing, at := lister.Listing(); !at.IsZero() && !listed(listing, pod.UID) {
+			l.podsMu.Lock()
+			l.noContainers[pod.UID] = struct{}{}
+			l.podsMu.Unlock()
+		}
+	}
 	l.status.SetPodStatus(pod, v1.PodStatus{
 		Phase:    v1.PodFailed,
 		Reason:   r.Reason,
 		Message:  RejectedMessagePrefix + r.Message,
 		QOSClass: qos.Class(pod),
 	})
+}
+
+// listed reports whether uid is one of the listed runtime pods.
+func listed(pods []*kubetypes.Pod, uid types.UID) bool {
+	for _, p := range pods {
+		if p != nil && p.ID == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // HandlePodUpdates records changed pods (a deletion timestamp included)
@@ -748,6 +797,7 @@ func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 		l.podsMu.Lock()
 		known, ok := l.pods[pod.UID]
 		delete(l.pods, pod.UID)
+		delete(l.noContainers, pod.UID)
 		l.podsMu.Unlock()
 		if !ready {
 			l.log.Info("pod removal: kill skipped until all sources are ready", zap.String("pod", pod.Namespace+"/"+pod.Name))

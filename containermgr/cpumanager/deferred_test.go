@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // restartFrom is a new manager over the same checkpoint directory, as
@@ -198,4 +199,84 @@ func TestRunWritesPendingRemoval(t *testing.T) {
 			t.Error("the removal was not written when Run returned")
 		}
 	})
+}
+
+// TestStartDropsAssignmentsOfGoneContainers: after a crash that lost a
+// RemovePod, Start reconciles the restored state with the runtime's
+// containers: the pods with no running container (the removed one, one
+// whose containers all exited) get no exclusive CPU, those CPUs are back
+// in the shared pool and written, and a pod whose containers run keeps its
+// CPUs; all before the sources are ready.
+func TestStartDropsAssignmentsOfGoneContainers(t *testing.T) {
+	dir := t.TempDir()
+	gone, exited, kept := pod("gone", true, "2"), pod("exited", true, "1"), withInit(pod("kept", true, "1"), "2", false)
+	m := started(t, newStatic(t, mustTopo(t, 1, 4, 2, 1), 1, dir))
+	for _, p := range []*v1.Pod{gone, exited, kept} {
+		if err := m.AllocatePod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goneCPUs, _ := m.GetCPUSet("gone", "c0")
+	exitedCPUs, _ := m.GetCPUSet("exited", "c0")
+	keptCPUs, _ := m.GetCPUSet("kept", "c0")
+	keptInit, _ := m.GetCPUSet("kept", "init")
+	if err := m.RemovePod("gone"); err != nil {
+		t.Fatal(err)
+	}
+	// Crash: the removal is not written.
+
+	cri := &fakeCRI{}
+	cri.add("k0", "kept", "c0", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	cri.add("ki", "kept", "init", runtimeapi.ContainerState_CONTAINER_EXITED)
+	cri.add("e0", "exited", "c0", runtimeapi.ContainerState_CONTAINER_EXITED)
+	again, err := New(Config{Policy: PolicyStatic, Topology: mustTopo(t, 1, 4, 2, 1), NumReservedCPUs: 1, StateDir: dir,
+		Runtime: cri, SourcesReady: func() bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Start(t.Context(), func() []*v1.Pod { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"gone", "exited"} {
+		if set, ok := again.GetCPUSet(uid, "c0"); ok {
+			t.Errorf("pod %s with no running container still holds cpus %s after Start", uid, set)
+		}
+	}
+	pool := again.DefaultCPUSet()
+	if !goneCPUs.Union(exitedCPUs).IsSubsetOf(pool) {
+		t.Errorf("pool %s lacks the freed cpus %s and %s", pool, goneCPUs, exitedCPUs)
+	}
+	if set, ok := again.GetCPUSet("kept", "c0"); !ok || !set.Equals(keptCPUs) {
+		t.Errorf("running container lost its cpus: %s %v, want %s", set, ok, keptCPUs)
+	}
+	if set, ok := again.GetCPUSet("kept", "init"); !ok || !set.Equals(keptInit) {
+		t.Errorf("the running pod's init container lost its cpus: %s %v, want %s", set, ok, keptInit)
+	}
+	// Written: a restart without a runtime sees the same.
+	ready := false
+	third := restartFrom(t, dir, nil, &ready)
+	if _, ok := third.GetCPUSet("gone", "c0"); ok {
+		t.Error("the drop at Start was not written")
+	}
+}
+
+// TestStartKeepsAssignmentsWhenListingFails: when the runtime can't list
+// its containers at Start, the restored state is kept as it is.
+func TestStartKeepsAssignmentsWhenListingFails(t *testing.T) {
+	dir := t.TempDir()
+	m := started(t, newStatic(t, mustTopo(t, 1, 4, 2, 1), 1, dir))
+	if err := m.AllocatePod(pod("a", true, "2")); err != nil {
+		t.Fatal(err)
+	}
+	cri := &fakeCRI{listErr: errInjected}
+	again, err := New(Config{Policy: PolicyStatic, Topology: mustTopo(t, 1, 4, 2, 1), NumReservedCPUs: 1, StateDir: dir, Runtime: cri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Start(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.GetCPUSet("a", "c0"); !ok {
+		t.Error("assignment dropped although the runtime's containers are unknown")
+	}
 }

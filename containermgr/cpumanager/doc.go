@@ -41,7 +41,9 @@
 // through CRI every 10s and purges assignments of pods that are gone once
 // the sources are ready; RemovePod gives a terminated pod's CPUs back (in memory; the
 // checkpoint gets it with the next write: an allocation, Reconcile, Run's period or Flush. A
-// removal lost in a crash is purged by the first Reconcile once sources are ready).
+// removal lost in a crash is dropped by the next Start when none of the pod's containers
+// runs in the runtime (Config.Runtime), else purged by the first Reconcile once sources
+// are ready).
 //
 //	mgr, err := cpumanager.New(cpumanager.Config{Policy: cpumanager.PolicyStatic,
 //		Topology: topo, NumReservedCPUs: 1, StateDir: dir, Runtime: cri})

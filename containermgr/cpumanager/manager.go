@@ -109,8 +109,12 @@ func (m *Manager) ReservedCPUs() cpuset.CPUSet { return m.reserved.Clone() }
 // one left out is logged). The rebuilt state is written before Start
 // returns. activePods lists the pods that may hold CPUs (also for
 // Reconcile's stale-state purge and cpuset updates); nil means every
-// container found and rebuilds nothing. Start returns an error only when
-// the directory cannot be read or the new state cannot be written.
+// container found and rebuilds nothing. A state restored from the
+// checkpoint is reconciled with the runtime (with a Runtime, static
+// policy): the assignments of pods none of whose containers runs any more
+// (a removal lost in a crash) go back to the shared pool and that is
+// written before Start returns. Start returns an error only when the
+// directory cannot be read or the new state cannot be written.
 func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -128,7 +132,7 @@ func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error 
 		m.updateGauge()
 		m.cfg.Logger.Info("cpu manager state restored", zap.String("policy", m.cfg.Policy),
 			zap.Stringer("defaultCPUSet", loaded.defaultSet), zap.Int("pods", len(loaded.entries)))
-		return nil
+		return m.dropGoneLocked(ctx)
 	case errors.Is(err, fs.ErrNotExist):
 	case errors.Is(err, ErrCorruptState) || errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrTooLarge):
 		moved, aerr := checkpoint.SetAsideFS(m.fs, m.cfg.StateDir, StateFileName)
@@ -160,6 +164,56 @@ func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod) error 
 			zap.Stringer("defaultCPUSet", fresh.defaultSet), zap.Int("pods", len(fresh.entries)))
 	}
 	return nil
+}
+
+// dropGoneLocked returns to the shared pool, at Start, the CPUs of every
+// pod in the restored state that has no running (or created) container in
+// the runtime: a removal lost in a crash, or a pod that ended while the
+// agent was down. Nothing of such a pod runs on them; when the pod comes
+// back, admission allocates again. A pod with one live container keeps all
+// its assignments (its finished init containers' CPUs are its app
+// containers' to reuse). A failed listing is logged and changes nothing:
+// the purge then waits for Reconcile once the sources are ready.
+func (m *Manager) dropGoneLocked(ctx context.Context) error {
+	if m.cfg.Policy != PolicyStatic || m.cfg.Runtime == nil || len(m.st.entries) == 0 {
+		return nil
+	}
+	ctrs, err := m.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{})
+	if err != nil {
+		m.cfg.Logger.Warn("cpu manager: the runtime's containers are unknown at start, assignments kept until the sources are ready",
+			zap.Error(err))
+		return nil
+	}
+	live := make(map[string]bool, len(ctrs))
+	for _, c := range ctrs {
+		switch c.GetState() {
+		case runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_CREATED:
+			if uid := c.GetLabels()[labelPodUID]; uid != "" {
+				live[uid] = true
+			}
+		}
+	}
+	var gone []string
+	for uid := range m.st.entries {
+		if !live[uid] {
+			gone = append(gone, uid)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	sort.Strings(gone)
+	next := m.st.clone()
+	for _, uid := range gone {
+		for name, cpus := range next.entries[uid] {
+			m.cfg.Logger.Info("cpu manager: assignment of a container that no longer runs returned to the shared pool at start",
+				zap.String("podUID", uid), zap.String("container", name), zap.Stringer("cpuset", cpus))
+		}
+		for name := range next.entries[uid] {
+			removeFrom(&next, uid, name)
+		}
+	}
+	return m.commit(next)
 }
 
 // load reads and checks the checkpoint.
@@ -401,9 +455,10 @@ func removeFrom(s *state, podUID, name string) {
 // freed CPUs to another container is written together with the removal,
 // so no checkpoint ever assigns a CPU twice. A removal lost in a crash
 // leaves the pod's assignment in the checkpoint, as if the pod had ended
-// while the agent was down: its CPUs stay out of the shared pool until
-// the first Reconcile after the sources are ready purges it (the pod is
-// no longer active).
+// while the agent was down: the next Start returns its CPUs to the shared
+// pool when the runtime runs none of the pod's containers (with a
+// Runtime), else the first Reconcile after the sources are ready purges
+// it (the pod is no longer active).
 func (m *Manager) RemovePod(podUID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -3,9 +3,12 @@
 // first, as the kubelet's image GC manager does.
 //
 //	gc, err := imagegc.New(imagegc.Config{
-//		Images:       cri,                     // ListImages, RemoveImage, ImageFsInfo
-//		InUse:        imagegc.Containers(cri), // images of every container, running or dead
-//		SandboxImage: "registry.k8s.io/pause:3.10",
+//		Images: cri, // ListImages, RemoveImage, ImageFsInfo
+//		InUse: imagegc.Union(
+//			imagegc.Containers(cri),          // images of every container, running or dead
+//			imagegc.Sandboxes(cri),           // images of every sandbox
+//			imagegc.RuntimeSandboxImage(cri), // the pause image the runtime's verbose Status names
+//		),
 //	})
 //	go gc.Run(ctx)            // detect now, GarbageCollect every 5m
 //	evictionCfg.ImageGC = gc  // DeleteUnusedImages under disk pressure
@@ -17,7 +20,10 @@
 // (ties: first seen first), until usage is down to LowThresholdPercent
 // (80). Images first seen less than MinAge (2m) ago, images in use, images
 // the runtime reports pinned and the configured sandbox image are never
-// removed. When it cannot free enough, GarbageCollect returns a
+// removed. The pause image needs no configuration: containerd 2.x pins
+// it, containerd 1.6 names it ("sandboxImage") in its verbose CRI Status
+// (RuntimeSandboxImage), and every sandbox's verbose status names its
+// image (Sandboxes); nodekit's Builder uses all three. When it cannot free enough, GarbageCollect returns a
 // *FreeSpaceError (errors.Is ErrNotEnoughFreed) with the bytes freed and
 // needed. With MaxAge set, images not used for longer than MaxAge are
 // removed on every collection whatever the usage, once the manager has
