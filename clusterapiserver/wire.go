@@ -215,7 +215,10 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		return nil, err
 	}
 	mirrors, err := psapiserver.NewMirrorClient(psapiserver.MirrorClientConfig{
-		Client: cfg.Client, NodeName: cfg.NodeName, StaticPods: a.Pods, Period: cfg.MirrorPeriod, Logger: cfg.Logger,
+		Client: cfg.Client, NodeName: cfg.NodeName, Period: cfg.MirrorPeriod, Logger: cfg.Logger,
+		// The sources' merged state, and orphans deleted only once every
+		// source listed its pods: a restart recreates no mirror.
+		StaticPods: a.PodConfig().MergedState, SourcesReady: a.PodConfig().SeenAllSources,
 	})
 	if err != nil {
 		return nil, err
