@@ -18,8 +18,9 @@
 #   hack/kube-apiserver.sh start-apiserver  start kube-apiserver again after stop-apiserver, on the
 #                                    same port with the same etcd, certs and tokens; wait for /readyz
 #   hack/kube-apiserver.sh env       print the env lines
-#   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main package sits in
-#                                    _kube-apiserver/, which tidy alone does not see)
+#   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main packages sit in
+#                                    _kube-apiserver/ and _endpointslice-controller/, which tidy
+#                                    alone does not see)
 #
 # Environment:
 #   NODEKIT_APISERVER_CACHE   binary cache dir (default /var/cache/nodekit/kube-apiserver-v1.36.3)
@@ -121,8 +122,11 @@ cmd_built() {
 cmd_tidy() {
 	(
 		cd "$MODDIR"
-		trap 'rm -f "$MODDIR/zz_tidy_main.go"' EXIT
+		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go"' EXIT
 		cp _kube-apiserver/main.go zz_tidy_main.go
+		# The EndpointSlice controller's imports too (its main renamed: one
+		# package main).
+		sed 's/^func main() {/func escMain() {/' _endpointslice-controller/main.go >zz_tidy_esc.go
 		GOFLAGS=-mod=mod go mod tidy
 	)
 }
