@@ -39,7 +39,8 @@ type Config struct {
 	Labels map[string]string
 	Taints []v1.Taint
 	// NodeIPs are the node's addresses (at most one per family); empty
-	// means the host's.
+	// means the host's. They are the Node's InternalIPs, which every pod
+	// gets as its host IPs (unless the Builder has WithNodeIPs).
 	NodeIPs []net.IP
 	// Machine describes the host; nil = nodestatus.MachineReader{}.Read.
 	Machine nodestatus.MachineFunc
