@@ -139,15 +139,19 @@ func checkAgentVersion(v string) error {
 }
 
 // nodeIPs gives the pods' host IPs: those of the Node as last stored (as
-// the kubelet reads its Node); before the first report, the addresses the
-// node status will report, worked out once the same way.
+// the kubelet reads its Node); before the first status report, the
+// addresses the node status will report, worked out once the same way.
+// The first node reported is the registration's, which may be the Node as
+// a previous agent left it (another address), before this agent's first
+// status update: it is not used.
 type nodeIPs struct {
 	addresses nodestatus.AddressConfig
 	nodeName  string
 
-	stored atomic.Pointer[[]string]
-	once   sync.Once
-	static []string
+	registered atomic.Bool
+	stored     atomic.Pointer[[]string]
+	once       sync.Once
+	static     []string
 }
 
 func (n *nodeIPs) get() []string {
@@ -162,8 +166,12 @@ func (n *nodeIPs) get() []string {
 	return n.static
 }
 
-// reported keeps the host IPs of the node as stored.
+// reported keeps the host IPs of the node as stored, from the second
+// report on.
 func (n *nodeIPs) reported(node *v1.Node) {
+	if !n.registered.Swap(true) {
+		return
+	}
 	ips := nodestatus.HostIPs(node.Status.Addresses)
 	if len(ips) == 0 {
 		return

@@ -177,6 +177,22 @@ spec:
 			t.Fatal("Run did not return within 60s of the cancel")
 		}
 	}
+	// The Node as a previous agent left it, with another address: the
+	// restarted agent's registration returns it before its first status
+	// update, and no pod may take that address.
+	const staleIP = "203.0.113.99"
+	stale, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		stale, err = admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: staleIP}, {Type: v1.NodeHostName, Address: name}}
+	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, stale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	cur := start()
 	defer func() { stop(cur) }()
 
