@@ -2,6 +2,7 @@ package nodekit
 
 import (
 	"errors"
+	"net/netip"
 	"path/filepath"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podstatus"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -150,6 +152,7 @@ func (bd *build) checkSettings() {
 	if bd.logsRoot == "" && b.rootDir != "" {
 		bd.logsRoot = filepath.Join(b.rootDir, "pod-logs")
 	}
+	bd.checkNodeIPs()
 	if b.volumeMgr != nil && (b.volumes != nil || b.mounts != nil) {
 		bd.fail(configErr("builder", "WithVolumeManager and WithVolumes both given: use one"))
 	}
@@ -161,6 +164,56 @@ func (bd *build) checkSettings() {
 			bd.fail(configErr("builder", "WithPart: a part needs a name and a run func"))
 		}
 	}
+}
+
+// checkNodeIPs checks WithNodeIPs: IP addresses (no zone, not
+// unspecified), at most one per family.
+func (bd *build) checkNodeIPs() {
+	ips := bd.b.nodeIPs
+	if len(ips) > 2 {
+		bd.fail(configErr("builder", "WithNodeIPs: %d addresses given, at most two (one per IP family)", len(ips)))
+		return
+	}
+	var families []bool
+	for _, s := range ips {
+		a, err := netip.ParseAddr(s)
+		switch {
+		case err != nil:
+			bd.fail(configErr("builder", "WithNodeIPs: %q is not an IP address", s))
+			continue
+		case a.Zone() != "":
+			bd.fail(configErr("builder", "WithNodeIPs: %q has a zone", s))
+			continue
+		case a.IsUnspecified():
+			bd.fail(configErr("builder", "WithNodeIPs: %q is the unspecified address", s))
+			continue
+		}
+		families = append(families, a.Unmap().Is4())
+	}
+	if len(families) == 2 && families[0] == families[1] {
+		bd.fail(configErr("builder", "WithNodeIPs: %q and %q are of the same IP family (give at most one per family)", ips[0], ips[1]))
+	}
+}
+
+// nodeIPs returns what gives the node's IPs to the status generator and
+// the env fieldRefs: WithNodeIPs's (canonical form), else the cluster's,
+// else nil.
+func (bd *build) nodeIPs() func() []string {
+	if len(bd.b.nodeIPs) > 0 {
+		ips := make([]string, 0, len(bd.b.nodeIPs))
+		for _, s := range bd.b.nodeIPs {
+			if a, err := netip.ParseAddr(s); err == nil {
+				ips = append(ips, a.Unmap().String())
+			}
+		}
+		return func() []string { return ips }
+	}
+	for _, c := range bd.b.clusters {
+		if c.NodeIPs != nil {
+			return c.NodeIPs
+		}
+	}
+	return nil
 }
 
 // buildRuntime makes or takes the container runtime and, with a
@@ -215,6 +268,7 @@ func (bd *build) buildEngine() {
 		Runtime: bd.driven, Images: bd.driven, PodLogsRoot: bd.logsRoot, NodeName: b.nodeName,
 		NodeAllocatable: b.allocatable, Clock: bd.clk, Logger: bd.log, Registerer: b.registerer,
 		Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
+		HostIPs: bd.nodeIPs(),
 	}
 	for _, w := range b.wirings() {
 		if w.engine != nil {
@@ -346,6 +400,7 @@ func (bd *build) buildLoop() {
 		Cgroups:         b.cgroups,
 		Probes:          b.probes,
 		ProbeState:      b.probeState,
+		StatusGenerator: podstatus.Generator{NodeIPsFunc: bd.nodeIPs()},
 	}
 	if complete {
 		cfg.Runtime, cfg.PLEG, cfg.Events = a.mgr, a.pleg, a.pleg.Watch()

@@ -68,6 +68,7 @@ type Builder struct {
 // they reference every optional part, which a minimal agent must not link.
 type settings struct {
 	nodeName    string
+	nodeIPs     []string
 	cri         CRI
 	withCRI     bool
 	endpoint    string
@@ -123,6 +124,17 @@ func NewBuilder() *Builder { return &Builder{} }
 // WithNodeName sets the node's name (required): static pods are named
 // "<name>-<node>" and bound to it.
 func (b *Builder) WithNodeName(name string) *Builder { b.nodeName = name; return b }
+
+// WithNodeIPs gives the node's IP addresses (the kubelet's --node-ip): at
+// most two, one per IP family, the primary first. Every pod's
+// status.hostIP and hostIPs are set from them, host-network pods get them as
+// their pod IPs, and the env fieldRefs status.hostIP and status.hostIPs
+// resolve to them. Without it the cluster's (Cluster.NodeIPs) are used,
+// else pods get no host IPs (as the kubelet without an API server).
+func (b *Builder) WithNodeIPs(ips ...string) *Builder {
+	b.nodeIPs = append(b.nodeIPs, ips...)
+	return b
+}
 
 // WithRuntime uses cri as the container runtime (already connected or
 // connecting lazily). Exactly one of WithRuntime, WithRuntimeEndpoint and

@@ -28,6 +28,12 @@ type Cluster struct {
 	// It is called by Build once everything else built; an error fails
 	// Build. Nil means none.
 	Parts func(a *Agent) ([]ClusterPart, error)
+	// NodeIPs, when set, returns the node's IP addresses as the cluster
+	// knows them (the primary first, at most one per family; may change
+	// over time), read for every pod status and container environment
+	// unless WithNodeIPs gave them: pods' status.hostIP(s), host-network
+	// pods' pod IPs and the env fieldRefs status.hostIP(s).
+	NodeIPs func() []string
 }
 
 // WithCluster joins the agent to a cluster: the API server becomes a pod

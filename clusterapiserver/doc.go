@@ -8,7 +8,17 @@
 //   - node registration and status (nodestatus.Controller with the default
 //     setters; Ready follows the runtime's readiness and the PLEG's health);
 //   - the node lease (nodestatus/apiserver.LeaseController);
-//   - mirror pods for the static pods (podstatus/apiserver.MirrorClient).
+//   - mirror pods for the static pods (podstatus/apiserver.MirrorClient),
+//     kept as they are across agent restarts: a mirror whose static pod
+//     is not listed yet is deleted only once every pod source is ready;
+//   - the node's IPs for the pods (Cluster.NodeIPs): every pod's
+//     status.hostIP(s), the pod IPs of host-network pods and the env
+//     fieldRefs status.hostIP(s) take the addresses of the Node as last
+//     stored, as the kubelet reads its Node.
+//
+// The kubelet version reported is Config.AgentVersion, by default
+// nodestatus.DefaultAgentVersion (v1.36.3+nodekit); it must be a semantic
+// version.
 //
 // The client should carry the node's own credential (system:node:<name>).
 //

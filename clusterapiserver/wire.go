@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit"
@@ -34,11 +39,15 @@ type Config struct {
 	Labels map[string]string
 	Taints []v1.Taint
 	// NodeIPs are the node's addresses (at most one per family); empty
-	// means the host's.
+	// means the host's. They are the Node's InternalIPs, which every pod
+	// gets as its host IPs (unless the Builder has WithNodeIPs).
 	NodeIPs []net.IP
 	// Machine describes the host; nil = nodestatus.MachineReader{}.Read.
 	Machine nodestatus.MachineFunc
-	// AgentVersion is reported as the kubelet version (default "nodekit").
+	// AgentVersion is reported as the kubelet version (default
+	// nodestatus.DefaultAgentVersion, "v1.36.3+nodekit"). It must be a
+	// semantic version (as k8s.io/apimachinery's version.ParseSemantic
+	// reads it): controllers and tools parse the kubelet version.
 	AgentVersion string
 	// StatusUpdateFrequency is how often the node status is computed
 	// (nodestatus default 10s); MirrorPeriod how often the mirror pods are
@@ -68,7 +77,7 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.AgentVersion == "" {
-		cfg.AgentVersion = "nodekit"
+		cfg.AgentVersion = nodestatus.DefaultAgentVersion
 	}
 	if cfg.Machine == nil {
 		cfg.Machine = nodestatus.MachineReader{}.Read
@@ -80,6 +89,8 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 		cfgErr = fmt.Errorf("%w: Client is required", ErrInvalidConfig)
 	case cfg.NodeName == "":
 		cfgErr = fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+	default:
+		cfgErr = checkAgentVersion(cfg.AgentVersion)
 	}
 	var sink *psapiserver.PodStatusSink
 	if cfgErr == nil {
@@ -101,13 +112,15 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 			podSource = func(chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) { return nil, cfgErr }
 		}
 	}
+	ips := &nodeIPs{addresses: nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs}, nodeName: cfg.NodeName}
 	cluster := nodekit.Cluster{
 		PodSource: podSource,
+		NodeIPs:   ips.get,
 		Parts: func(a *nodekit.Agent) ([]nodekit.ClusterPart, error) {
 			if cfgErr != nil {
 				return nil, cfgErr
 			}
-			return parts(a, cfg)
+			return parts(a, cfg, ips)
 		},
 	}
 	if sink != nil {
@@ -116,8 +129,61 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 	return b.WithCluster(cluster)
 }
 
+// checkAgentVersion refuses a kubelet version that is not a semantic
+// version.
+func checkAgentVersion(v string) error {
+	if _, err := version.ParseSemantic(v); err != nil || strings.TrimSpace(v) != v {
+		return fmt.Errorf("%w: AgentVersion %q is not a semantic version (e.g. %q)", ErrInvalidConfig, v, nodestatus.DefaultAgentVersion)
+	}
+	return nil
+}
+
+// nodeIPs gives the pods' host IPs: those of the Node as last stored (as
+// the kubelet reads its Node); before the first status report, the
+// addresses the node status will report, worked out once the same way.
+// The first node reported is the registration's, which may be the Node as
+// a previous agent left it (another address), before this agent's first
+// status update: it is not used.
+type nodeIPs struct {
+	addresses nodestatus.AddressConfig
+	nodeName  string
+
+	registered atomic.Bool
+	stored     atomic.Pointer[[]string]
+	once       sync.Once
+	static     []string
+}
+
+func (n *nodeIPs) get() []string {
+	if p := n.stored.Load(); p != nil {
+		return *p
+	}
+	n.once.Do(func() {
+		if addrs, err := nodestatus.StaticAddresses(n.addresses, n.nodeName); err == nil {
+			n.static = nodestatus.HostIPs(addrs)
+		}
+	})
+	return n.static
+}
+
+// reported keeps the host IPs of the node as stored, from the second
+// report on.
+func (n *nodeIPs) reported(node *v1.Node) {
+	if !n.registered.Swap(true) {
+		return
+	}
+	ips := nodestatus.HostIPs(node.Status.Addresses)
+	if len(ips) == 0 {
+		return
+	}
+	if p := n.stored.Load(); p != nil && slices.Equal(*p, ips) {
+		return
+	}
+	n.stored.Store(&ips)
+}
+
 // parts builds node status, lease and mirror pods for the built agent.
-func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
+func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, error) {
 	nodeSink, err := nsapiserver.NewSink(nsapiserver.SinkConfig{Client: cfg.Client, NodeName: cfg.NodeName, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -151,13 +217,17 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		Sink:            nodeSink,
 		Setters:         nodestatus.DefaultSetters(setters),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
+		OnReported:      ips.reported,
 		Logger:          cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	mirrors, err := psapiserver.NewMirrorClient(psapiserver.MirrorClientConfig{
-		Client: cfg.Client, NodeName: cfg.NodeName, StaticPods: a.Pods, Period: cfg.MirrorPeriod, Logger: cfg.Logger,
+		Client: cfg.Client, NodeName: cfg.NodeName, Period: cfg.MirrorPeriod, Logger: cfg.Logger,
+		// The sources' merged state, and orphans deleted only once every
+		// source listed its pods: a restart recreates no mirror.
+		StaticPods: a.PodConfig().MergedState, SourcesReady: a.PodConfig().SeenAllSources,
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekit/nodekit"
@@ -63,6 +65,17 @@ func TestWireConfigErrors(t *testing.T) {
 	if !errors.Is(err, clusterapiserver.ErrInvalidConfig) || !strings.Contains(err.Error(), "WrapPodSource") {
 		t.Fatalf("Build with a nil wrapped source = %v, want ErrInvalidConfig naming WrapPodSource", err)
 	}
+	for _, v := range []string{"nodekit", "v1.36", " v1.36.3", "v1.36.3+", "v1.36.3+node_kit"} {
+		_, err = clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
+			clusterapiserver.Config{Client: fake.NewClientset(), NodeName: node, AgentVersion: v}).Build()
+		if !errors.Is(err, clusterapiserver.ErrInvalidConfig) || !strings.Contains(err.Error(), "AgentVersion") {
+			t.Errorf("AgentVersion %q: Build = %v, want ErrInvalidConfig naming AgentVersion", v, err)
+		}
+	}
+	if _, err = clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
+		clusterapiserver.Config{Client: fake.NewClientset(), NodeName: node, AgentVersion: "v1.36.3-rc.1+edge.7"}).Build(); err != nil {
+		t.Errorf("a semantic AgentVersion refused: %v", err)
+	}
 }
 
 const manifest = `apiVersion: v1
@@ -94,7 +107,7 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir()).WithManifestDir(dir)
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
 		Client: client, NodeName: node, Machine: machine, Logger: lg, MirrorPeriod: 50 * time.Millisecond,
-		StatusUpdateFrequency: 50 * time.Millisecond,
+		StatusUpdateFrequency: 50 * time.Millisecond, NodeIPs: []net.IP{net.ParseIP("192.0.2.7")},
 	}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +154,22 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 		}
 		return false, "no Ready condition"
 	})
+	// The node reports a kubelet version that parses as v1.36, and every
+	// pod has the node's address as its host IP.
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := n.Status.NodeInfo.KubeletVersion
+	if v, err := version.ParseSemantic(kv); err != nil || v.Major() != 1 || v.Minor() != 36 || kv != nodestatus.DefaultAgentVersion {
+		t.Errorf("kubeletVersion %q (%v, %v), want %s parsing as v1.36", kv, v, err, nodestatus.DefaultAgentVersion)
+	}
+	for _, name := range []string{"web", "static-web-" + node} {
+		_, p := phase(name)
+		if p == nil || p.Status.HostIP != "192.0.2.7" || len(p.Status.HostIPs) != 1 || p.Status.HostIPs[0].IP != "192.0.2.7" {
+			t.Errorf("pod %s: status %+v, want hostIP(s) 192.0.2.7", name, p)
+		}
+	}
 	waitUntil(t, 20*time.Second, "node lease", func() (bool, string) {
 		_, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)

@@ -5,18 +5,22 @@
 #   hack/kube-apiserver.sh build     build kube-apiserver from hack/apiserver (its own Go module) into
 #                                    the cache dir; skipped when the cached binary was built from the
 #                                    same hack/apiserver/go.sum (about 16 minutes of 2 cores with an empty
-#                                    GOCACHE; see NODEKIT_APISERVER_FAST_BUILD)
+#                                    GOCACHE; see NODEKIT_APISERVER_FAST_BUILD); then, beside it, the
+#                                    upstream EndpointSlice controller alone (_endpointslice-controller,
+#                                    same module: seconds on the build cache kube-apiserver left)
 #   hack/kube-apiserver.sh install   apt-get install etcd-server and openssl when missing (as root)
 #   hack/kube-apiserver.sh start     start etcd and kube-apiserver on loopback ports, wait for /readyz,
-#                                    write two kubeconfigs (admin, node) and <dir>/env, print it
+#                                    write two kubeconfigs (admin, node) and <dir>/env, print it; start
+#                                    the EndpointSlice controller (Services get EndpointSlices)
 #   hack/kube-apiserver.sh stop      stop both and remove <dir>
 #   hack/kube-apiserver.sh stop-apiserver   stop only kube-apiserver (etcd, certs, tokens and all
 #                                    state stay): an API server outage for tests
 #   hack/kube-apiserver.sh start-apiserver  start kube-apiserver again after stop-apiserver, on the
 #                                    same port with the same etcd, certs and tokens; wait for /readyz
 #   hack/kube-apiserver.sh env       print the env lines
-#   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main package sits in
-#                                    _kube-apiserver/, which tidy alone does not see)
+#   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main packages sit in
+#                                    _kube-apiserver/ and _endpointslice-controller/, which tidy
+#                                    alone does not see)
 #
 # Environment:
 #   NODEKIT_APISERVER_CACHE   binary cache dir (default /var/cache/nodekit/kube-apiserver-v1.36.3)
@@ -37,6 +41,7 @@
 #   NODEKIT_ADMIN_KUBECONFIG=<dir>/admin.kubeconfig
 #   NODEKIT_NODE_KUBECONFIG=<dir>/node.kubeconfig
 #   NODEKIT_NODE_NAME=<name>
+#   NODEKIT_ENDPOINTSLICE_CONTROLLER=1   (the EndpointSlice controller runs)
 # Use them with: set -a; . <dir>/env; set +a
 set -euo pipefail
 
@@ -46,6 +51,10 @@ MODDIR="$REPO/hack/apiserver"
 CACHE="${NODEKIT_APISERVER_CACHE:-/var/cache/nodekit/kube-apiserver-$VERSION}"
 BIN="$CACHE/kube-apiserver"
 STAMP="$CACHE/go.sum.sha256"
+# The EndpointSlice controller has its own binary and stamp (go.sum and its
+# main.go), so adding or changing it never invalidates the cached kube-apiserver.
+ESC_BIN="$CACHE/endpointslice-controller"
+ESC_STAMP="$CACHE/endpointslice-controller.sha256"
 DIR="${NODEKIT_APISERVER_DIR:-/tmp/nodekit-apiserver}"
 NODE_NAME="${NODEKIT_NODE_NAME:-nodekit-e2e}"
 START_TIMEOUT="${NODEKIT_APISERVER_START_TIMEOUT:-90}"
@@ -54,7 +63,36 @@ log() { echo "kube-apiserver.sh: $*" >&2; }
 
 gosum_hash() { sha256sum "$MODDIR/go.sum" | cut -d' ' -f1; }
 
+esc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_endpointslice-controller/main.go" | sha256sum | cut -d' ' -f1; }
+
+esc_built() { [ -x "$ESC_BIN" ] && [ -f "$ESC_STAMP" ] && [ "$(cat "$ESC_STAMP")" = "$(esc_hash)" ]; }
+
 cmd_build() {
+	build_apiserver
+	build_esc
+}
+
+# build_esc: the EndpointSlice controller, with the flags kube-apiserver is
+# built with, so it reuses its build cache.
+build_esc() {
+	if esc_built; then
+		log "cached: $ESC_BIN"
+		return 0
+	fi
+	mkdir -p "$CACHE"
+	local start=$SECONDS
+	local flags=(-trimpath -ldflags='-s -w')
+	if [ "${NODEKIT_APISERVER_FAST_BUILD:-0}" = 1 ]; then
+		flags+=(-gcflags='all=-N -l')
+		export CGO_ENABLED=0
+	fi
+	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$ESC_BIN.tmp" ./_endpointslice-controller)
+	mv -f "$ESC_BIN.tmp" "$ESC_BIN"
+	esc_hash >"$ESC_STAMP"
+	log "built $ESC_BIN in $((SECONDS - start))s"
+}
+
+build_apiserver() {
 	if [ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ]; then
 		log "cached: $BIN"
 		return 0
@@ -76,16 +114,19 @@ cmd_build() {
 	log "built $BIN in $((SECONDS - start))s"
 }
 
-# built: exit 0 when the cached binary is there and current (no build needed).
+# built: exit 0 when both cached binaries are there and current (no build needed).
 cmd_built() {
-	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ]
+	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] && esc_built
 }
 
 cmd_tidy() {
 	(
 		cd "$MODDIR"
-		trap 'rm -f "$MODDIR/zz_tidy_main.go"' EXIT
+		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go"' EXIT
 		cp _kube-apiserver/main.go zz_tidy_main.go
+		# The EndpointSlice controller's imports too (its main renamed: one
+		# package main).
+		sed 's/^func main() {/func escMain() {/' _endpointslice-controller/main.go >zz_tidy_esc.go
 		GOFLAGS=-mod=mod go mod tidy
 	)
 }
@@ -223,6 +264,15 @@ NODEKIT_ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
 NODEKIT_NODE_KUBECONFIG=$DIR/node.kubeconfig
 NODEKIT_NODE_NAME=$NODE_NAME
 EOF
+	# The EndpointSlice controller, as kube-controller-manager runs it, with
+	# the admin identity.
+	if [ -x "$ESC_BIN" ]; then
+		"$ESC_BIN" --kubeconfig "$DIR/admin.kubeconfig" >>"$DIR/endpointslice-controller.log" 2>&1 &
+		echo $! >"$DIR/endpointslice-controller.pid"
+		echo "NODEKIT_ENDPOINTSLICE_CONTROLLER=1" >>"$DIR/env"
+	else
+		log "no EndpointSlice controller at $ESC_BIN ('$0 build' builds it): Services get no EndpointSlices"
+	fi
 	log "ready at $url"
 	env_lines
 }
@@ -294,6 +344,7 @@ stop_pid() { # pidfile
 
 cmd_stop_quiet() {
 	[ -d "$DIR" ] || return 0
+	stop_pid "$DIR/endpointslice-controller.pid"
 	stop_pid "$DIR/kube-apiserver.pid"
 	stop_pid "$DIR/etcd.pid"
 	rm -rf "$DIR"

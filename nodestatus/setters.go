@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
@@ -31,9 +32,14 @@ const (
 	// MaxNamesPerImage is how many names (digests, then tags) one listed
 	// image carries.
 	MaxNamesPerImage = 5
+	// KubernetesVersion is the Kubernetes release whose kubelet nodekit
+	// follows.
+	KubernetesVersion = "v1.36.3"
 	// DefaultAgentVersion is the NodeInfo.KubeletVersion reported when the
-	// caller gives none: the Kubernetes release nodekit follows.
-	DefaultAgentVersion = "v1.36.3"
+	// caller gives none: KubernetesVersion with the semantic-version build
+	// metadata "nodekit" (as k3s reports "+k3s1"), so that tools which parse
+	// the kubelet version (version-skew checks, upgrade tools) read v1.36.3.
+	DefaultAgentVersion = KubernetesVersion + "+nodekit"
 )
 
 // Condition reasons, as the kubelet reports them (consumers match on them).
@@ -79,6 +85,36 @@ type AddressConfig struct {
 // first NodeIP is "::") first. Loopback, link-local, multicast and
 // unspecified addresses are never used.
 func NodeAddress(cfg AddressConfig) Setter {
+	return func(ctx context.Context, node *v1.Node) error {
+		var lookup func(host string) []net.IP
+		if cfg.LookupIP != nil {
+			lookup = func(host string) []net.IP {
+				ips, err := cfg.LookupIP(ctx, host)
+				if err != nil {
+					return nil
+				}
+				return ips
+			}
+		}
+		addrs, err := nodeAddresses(cfg, node.Name, lookup)
+		if err != nil {
+			return err
+		}
+		node.Status.Addresses = addrs
+		return nil
+	}
+}
+
+// StaticAddresses returns the addresses NodeAddress reports for the node
+// named nodeName, worked out without cfg.LookupIP (no name lookup): for
+// the node's IPs before its first status report, e.g. the pods' host IPs.
+func StaticAddresses(cfg AddressConfig, nodeName string) ([]v1.NodeAddress, error) {
+	return nodeAddresses(cfg, nodeName, nil)
+}
+
+// nodeAddresses is NodeAddress's choice of addresses; lookup (nil: none)
+// resolves the node's name.
+func nodeAddresses(cfg AddressConfig, nodeName string, lookup func(host string) []net.IP) ([]v1.NodeAddress, error) {
 	var primary, secondary net.IP
 	if len(cfg.NodeIPs) > 0 {
 		primary = cfg.NodeIPs[0]
@@ -92,53 +128,77 @@ func NodeAddress(cfg AddressConfig) Setter {
 	if hostIPs == nil {
 		hostIPs = interfaceIPs
 	}
-	return func(ctx context.Context, node *v1.Node) error {
-		hostname := cfg.Hostname
-		if hostname == "" {
-			hostname = node.Name
+	hostname := cfg.Hostname
+	if hostname == "" {
+		hostname = nodeName
+	}
+	for _, ip := range []net.IP{primary, secondary} {
+		if specified(ip) && !usableIP(ip) {
+			return nil, fmt.Errorf("%w: node IP %s is not a usable address", ErrNoAddress, ip)
 		}
-		for _, ip := range []net.IP{primary, secondary} {
-			if specified(ip) && !usableIP(ip) {
-				return fmt.Errorf("%w: node IP %s is not a usable address", ErrNoAddress, ip)
-			}
-		}
-		if specified(primary) && specified(secondary) {
-			node.Status.Addresses = []v1.NodeAddress{
-				{Type: v1.NodeInternalIP, Address: primary.String()},
-				{Type: v1.NodeInternalIP, Address: secondary.String()},
-				{Type: v1.NodeHostName, Address: hostname},
-			}
-			return nil
-		}
-		var ip net.IP
-		switch {
-		case specified(primary):
-			ip = primary
-		case net.ParseIP(hostname) != nil:
-			ip = net.ParseIP(hostname)
-		default:
-			if cfg.LookupIP != nil {
-				if ips, err := cfg.LookupIP(ctx, node.Name); err == nil {
-					ip = pickIP(ips, preferV4)
-				}
-			}
-			if ip == nil {
-				ips, err := hostIPs()
-				if err != nil {
-					return fmt.Errorf("%w: %w", ErrNoAddress, err)
-				}
-				ip = pickIP(ips, preferV4)
-			}
+	}
+	if specified(primary) && specified(secondary) {
+		return []v1.NodeAddress{
+			{Type: v1.NodeInternalIP, Address: primary.String()},
+			{Type: v1.NodeInternalIP, Address: secondary.String()},
+			{Type: v1.NodeHostName, Address: hostname},
+		}, nil
+	}
+	var ip net.IP
+	switch {
+	case specified(primary):
+		ip = primary
+	case net.ParseIP(hostname) != nil:
+		ip = net.ParseIP(hostname)
+	default:
+		if lookup != nil {
+			ip = pickIP(lookup(nodeName), preferV4)
 		}
 		if ip == nil {
-			return fmt.Errorf("%w: can't find an address for node %q", ErrNoAddress, node.Name)
+			ips, err := hostIPs()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrNoAddress, err)
+			}
+			ip = pickIP(ips, preferV4)
 		}
-		node.Status.Addresses = []v1.NodeAddress{
-			{Type: v1.NodeInternalIP, Address: ip.String()},
-			{Type: v1.NodeHostName, Address: hostname},
+	}
+	if ip == nil {
+		return nil, fmt.Errorf("%w: can't find an address for node %q", ErrNoAddress, nodeName)
+	}
+	return []v1.NodeAddress{
+		{Type: v1.NodeInternalIP, Address: ip.String()},
+		{Type: v1.NodeHostName, Address: hostname},
+	}, nil
+}
+
+// HostIPs returns the host IPs of a node with the given addresses, as the
+// kubelet picks them for its pods' status.hostIPs: the first InternalIP
+// (else the first ExternalIP), then the first address of the other IP
+// family, InternalIPs first. Unparsable addresses are skipped; no address
+// gives nil.
+func HostIPs(addrs []v1.NodeAddress) []string {
+	var all []netip.Addr
+	for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+		for _, a := range addrs {
+			if a.Type != t {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				all = append(all, ip.Unmap())
+			}
 		}
+	}
+	if len(all) == 0 {
 		return nil
 	}
+	out := []string{all[0].String()}
+	for _, ip := range all[1:] {
+		if ip.Is4() != all[0].Is4() {
+			out = append(out, ip.String())
+			break
+		}
+	}
+	return out
 }
 
 func usableIP(ip net.IP) bool {

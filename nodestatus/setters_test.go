@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -406,7 +407,61 @@ func TestNodeAddress(t *testing.T) {
 					t.Errorf("addresses = %v, want %v", node.Status.Addresses, tc.want)
 				}
 			}
+			// StaticAddresses is the same choice without the name lookup.
+			if tc.cfg.LookupIP == nil {
+				static, err := StaticAddresses(tc.cfg, "n1")
+				if err != nil || !slices.Equal(static, tc.want) {
+					t.Errorf("StaticAddresses = %v, %v, want %v", static, err, tc.want)
+				}
+			}
 		})
+	}
+}
+
+func TestStaticAddressesDoesNoLookup(t *testing.T) {
+	cfg := AddressConfig{
+		LookupIP: func(context.Context, string) ([]net.IP, error) {
+			t.Error("StaticAddresses looked the name up")
+			return nil, errors.New("no lookup")
+		},
+		HostIPs: func() ([]net.IP, error) { return []net.IP{net.ParseIP("10.0.0.9")}, nil },
+	}
+	got, err := StaticAddresses(cfg, "n1")
+	want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.9"}, {Type: v1.NodeHostName, Address: "n1"}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("StaticAddresses = %v, %v, want %v", got, err, want)
+	}
+	if _, err := StaticAddresses(AddressConfig{NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}}, "n1"); !errors.Is(err, ErrNoAddress) {
+		t.Fatalf("loopback node IP: err = %v, want ErrNoAddress", err)
+	}
+}
+
+// TestHostIPs: the pods' host IPs from the node's addresses, as the
+// kubelet picks them: InternalIPs before ExternalIPs, the first address,
+// then the first of the other family; hostnames and garbage skipped.
+func TestHostIPs(t *testing.T) {
+	in := func(a string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeInternalIP, Address: a} }
+	ex := func(a string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeExternalIP, Address: a} }
+	host := v1.NodeAddress{Type: v1.NodeHostName, Address: "n1"}
+	for _, tc := range []struct {
+		name  string
+		addrs []v1.NodeAddress
+		want  []string
+	}{
+		{"none", nil, nil},
+		{"hostname only", []v1.NodeAddress{host}, nil},
+		{"one internal", []v1.NodeAddress{host, in("10.0.0.5")}, []string{"10.0.0.5"}},
+		{"two internal of one family", []v1.NodeAddress{in("10.0.0.5"), in("10.0.0.6")}, []string{"10.0.0.5"}},
+		{"dual stack", []v1.NodeAddress{in("10.0.0.5"), in("10.0.0.6"), in("fd00::5")}, []string{"10.0.0.5", "fd00::5"}},
+		{"IPv6 primary", []v1.NodeAddress{in("fd00::5"), in("10.0.0.5")}, []string{"fd00::5", "10.0.0.5"}},
+		{"internal before external", []v1.NodeAddress{ex("203.0.113.1"), in("10.0.0.5")}, []string{"10.0.0.5"}},
+		{"external of the other family", []v1.NodeAddress{ex("2001:db8::1"), in("10.0.0.5")}, []string{"10.0.0.5", "2001:db8::1"}},
+		{"external only", []v1.NodeAddress{ex("203.0.113.1")}, []string{"203.0.113.1"}},
+		{"garbage skipped, canonical form", []v1.NodeAddress{in("not-an-ip"), in("FD00:0::5"), in("::ffff:10.0.0.5")}, []string{"fd00::5", "10.0.0.5"}},
+	} {
+		if got := HostIPs(tc.addrs); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: HostIPs(%v) = %q, want %q", tc.name, tc.addrs, got, tc.want)
+		}
 	}
 }
 

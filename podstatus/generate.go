@@ -47,6 +47,20 @@ type Generator struct {
 	// and HostIPs (at most one per IP family), and the PodIPs of
 	// host-network pods. Unparsable entries are ignored.
 	NodeIPs []string
+	// NodeIPsFunc, when set, gives the node's addresses at each
+	// generation (they may change, e.g. when read from the Node object);
+	// when it returns none, NodeIPs is used.
+	NodeIPsFunc func() []string
+}
+
+// nodeIPs returns the node's addresses now.
+func (g Generator) nodeIPs() []string {
+	if g.NodeIPsFunc != nil {
+		if ips := g.NodeIPsFunc(); len(ips) > 0 {
+			return ips
+		}
+	}
+	return g.NodeIPs
 }
 
 // Generate is Generator{}.Generate: the API status of pod
@@ -90,7 +104,8 @@ func (g Generator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStat
 	if runtimeName == "" {
 		runtimeName = DefaultRuntimeName
 	}
-	nodeIPs := parseIPs(g.NodeIPs)
+	nodeIPStrings := g.nodeIPs()
+	nodeIPs := parseIPs(nodeIPStrings)
 
 	var s v1.PodStatus
 	s.ObservedGeneration = pod.Generation
@@ -163,7 +178,7 @@ func (g Generator) generate(pod *v1.Pod, rs *kubetypes.PodStatus, old v1.PodStat
 
 	// Host IPs; host-network pods share them as pod IPs.
 	if len(nodeIPs) > 0 {
-		host := sortPodIPs(g.NodeIPs, nodeIPs)
+		host := sortPodIPs(nodeIPStrings, nodeIPs)
 		s.HostIP = host[0]
 		for _, ip := range host {
 			s.HostIPs = append(s.HostIPs, v1.HostIP{IP: ip})

@@ -463,6 +463,19 @@ func TestGeneratePodStatusHostNetworkPodIPs(t *testing.T) {
 	if s.HostIP != "10.1.1.1" {
 		t.Errorf("host IP %q", s.HostIP)
 	}
+	// NodeIPsFunc is read at each generation and wins over NodeIPs; when
+	// it gives none, NodeIPs is used.
+	now := []string{"fd00::2"}
+	g.NodeIPsFunc = func() []string { return now }
+	s = g.Generate(pod, &kubetypes.PodStatus{}, v1.PodStatus{}, nil, nil, pstNow)
+	if s.HostIP != "fd00::2" || len(s.HostIPs) != 1 || s.PodIP != "fd00::2" {
+		t.Errorf("NodeIPsFunc: host IP %q %+v pod IP %q", s.HostIP, s.HostIPs, s.PodIP)
+	}
+	now = nil
+	s = g.Generate(pod, &kubetypes.PodStatus{}, v1.PodStatus{}, nil, nil, pstNow)
+	if s.HostIP != "10.1.1.1" {
+		t.Errorf("NodeIPsFunc without IPs: host IP %q, want NodeIPs' 10.1.1.1", s.HostIP)
+	}
 }
 
 func TestStatusSandboxNeeded(t *testing.T) {

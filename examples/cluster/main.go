@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -48,6 +49,7 @@ type options struct {
 	duration   time.Duration
 	verbose    bool
 	images     string
+	nodeIPs    string
 }
 
 func main() {
@@ -57,6 +59,7 @@ func main() {
 	flag.StringVar(&o.token, "token", "", "bearer token (with --server)")
 	flag.StringVar(&o.ca, "ca", "", "CA certificate file of the API server (with --server)")
 	flag.StringVar(&o.nodeName, "node-name", "", "node name (required)")
+	flag.StringVar(&o.nodeIPs, "node-ip", "", "IP address of the node, or two comma-separated (one per IP family) for dual-stack: reported as the node's InternalIP(s) and used as every pod's host IP; default: the host's first usable address; 0.0.0.0 or :: only choose the family")
 	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI endpoint (unix:///path); empty: the in-memory fake runtime")
 	flag.StringVar(&o.images, "fake-images", "busybox", "comma-separated images the fake runtime has")
 	flag.StringVar(&o.manifests, "manifests", "", "directory of static pod manifests (optional)")
@@ -121,7 +124,11 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	} else {
 		b.WithRuntimeEndpoint(o.endpoint)
 	}
-	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log}).Build()
+	nodeIPs, err := parseNodeIPs(o.nodeIPs)
+	if err != nil {
+		return err
+	}
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, NodeIPs: nodeIPs, Logger: log}).Build()
 	if err != nil {
 		return err
 	}
@@ -139,4 +146,27 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	err = agent.Run(ctx)
 	<-shown
 	return err
+}
+
+// parseNodeIPs reads --node-ip: at most two comma-separated addresses.
+func parseNodeIPs(s string) ([]net.IP, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("--node-ip %q: at most two addresses (one per IP family)", s)
+	}
+	var ips []net.IP
+	for _, p := range parts {
+		ip := net.ParseIP(strings.TrimSpace(p))
+		if ip == nil {
+			return nil, fmt.Errorf("--node-ip %q: %q is not an IP address", s, p)
+		}
+		ips = append(ips, ip)
+	}
+	if len(ips) == 2 && (ips[0].To4() != nil) == (ips[1].To4() != nil) {
+		return nil, fmt.Errorf("--node-ip %q: two addresses of the same IP family", s)
+	}
+	return ips, nil
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +72,18 @@ func TestRunFake(t *testing.T) {
 	}
 	if err := run(ctx, options{}, client, &out); err == nil {
 		t.Fatal("no node name: no error")
+	}
+}
+
+func TestParseNodeIPs(t *testing.T) {
+	for in, want := range map[string]string{"": "[]", "10.0.0.1": "[10.0.0.1]", "10.0.0.1,fd00::1": "[10.0.0.1 fd00::1]", "::": "[::]"} {
+		if ips, err := parseNodeIPs(in); err != nil || fmt.Sprint(ips) != want {
+			t.Errorf("parseNodeIPs(%q) = %v, %v, want %s", in, ips, err, want)
+		}
+	}
+	for _, in := range []string{"node1", "10.0.0.1,10.0.0.2", "10.0.0.1,fd00::1,10.0.0.3", "10.0.0.1,"} {
+		if _, err := parseNodeIPs(in); err == nil || !strings.Contains(err.Error(), "--node-ip") {
+			t.Errorf("parseNodeIPs(%q) = %v, want an error naming --node-ip", in, err)
+		}
 	}
 }

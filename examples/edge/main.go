@@ -25,6 +25,7 @@ import (
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
+	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
 	"github.com/nodekit/nodekit/volumemgr"
 	vmapiserver "github.com/nodekit/nodekit/volumemgr/apiserver"
@@ -213,7 +214,7 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 	// (the latest status of each pod is kept and sent when the API server
 	// answers again), node status, lease, mirror pods.
 	clusterapiserver.Wire(b, clusterapiserver.Config{
-		Client: client, NodeName: o.nodeName, AgentVersion: "nodekit-edge", Logger: log,
+		Client: client, NodeName: o.nodeName, AgentVersion: nodestatus.KubernetesVersion + "+nodekit-edge", Logger: log,
 		StatusUpdateFrequency: o.statusEvery,
 		// Back soon after an outage: pods bound meanwhile are seen within 5s.
 		PodWatchMaxBackoff: 5 * time.Second,

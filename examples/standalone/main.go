@@ -64,6 +64,7 @@ type options struct {
 	endpoint   string
 	root       string
 	nodeName   string
+	nodeIPs    string
 	duration   time.Duration
 	verbose    bool
 	statusFile string
@@ -109,6 +110,7 @@ func main() {
 	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI endpoint (unix:///path); empty: the in-memory fake runtime")
 	flag.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
 	flag.StringVar(&o.nodeName, "node-name", "", "node name (static pods are named <name>-<node>); default: the host name")
+	flag.StringVar(&o.nodeIPs, "node-ip", "", "IP address of the node, or two comma-separated (one per IP family) for dual-stack: every pod's host IP (status.hostIP, env fieldRef status.hostIP) and the pod IP of host-network pods; default: none, as the kubelet without an API server")
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level); otherwise only warnings")
 	flag.StringVar(&o.statusFile, "status-file", "", "write the pods' statuses as JSON to this file whenever they change")
@@ -207,6 +209,9 @@ func run(ctx context.Context, o options) error {
 	if o.pushAddr != "" {
 		b.WithPushSource(o.pushAddr)
 	}
+	if o.nodeIPs != "" {
+		b.WithNodeIPs(strings.Split(o.nodeIPs, ",")...)
+	}
 	if o.evented {
 		b.WithEventedPLEG()
 	} else {
@@ -294,6 +299,8 @@ type PodReport struct {
 	Ready      string            `json:"ready"`
 	Restarts   int32             `json:"restarts"`
 	Reason     string            `json:"reason,omitempty"`
+	PodIP      string            `json:"podIP,omitempty"`
+	HostIP     string            `json:"hostIP,omitempty"`
 	Containers []ContainerReport `json:"containers"`
 }
 
@@ -314,7 +321,8 @@ func report(agent *nodekit.Agent) []PodReport {
 		if !ok {
 			st = v1.PodStatus{Phase: v1.PodPending}
 		}
-		r := PodReport{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Phase: st.Phase, Reason: st.Reason}
+		r := PodReport{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Phase: st.Phase, Reason: st.Reason,
+			PodIP: st.PodIP, HostIP: st.HostIP}
 		if r.Reason == "" {
 			r.Reason = st.Message
 		}

@@ -41,7 +41,7 @@ func TestShippedManifestsDecode(t *testing.T) {
 func TestRunFake(t *testing.T) {
 	root := t.TempDir()
 	statusFile := filepath.Join(root, "status.json")
-	o := options{root: root, nodeName: "test", duration: 4 * time.Second, statusFile: statusFile}
+	o := options{root: root, nodeName: "test", nodeIPs: "192.0.2.4", duration: 4 * time.Second, statusFile: statusFile}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
@@ -61,6 +61,10 @@ func TestRunFake(t *testing.T) {
 	}
 	if len(byName) != 4 {
 		t.Fatalf("status file has %d pods, want 4: %s", len(byName), data)
+	}
+	// The shipped pods use the host's network: their pod IP is --node-ip.
+	if w := byName["web-test"]; w.PodIP != "192.0.2.4" || w.HostIP != "192.0.2.4" {
+		t.Errorf("web: podIP %q hostIP %q, want --node-ip's 192.0.2.4", w.PodIP, w.HostIP)
 	}
 	if w := byName["web-test"]; w.Phase != "Running" || w.Ready != "1/1" || len(w.Containers) != 1 ||
 		!strings.HasPrefix(w.Containers[0].ContainerID, "containerd://") {

@@ -28,15 +28,16 @@
 // the sandbox NOTREADY; RemovePodSandbox stops it and removes it with its
 // containers. RemoveContainer kills a running container first, as the CRI
 // spec says and containerd does (Config.RemoveRunningFails refuses instead).
-// Host-network sandboxes report Config.HostIP; others get an IP from
-// Config.PodCIDR (released on removal) and can't be created while the
-// network is not ready. List filters follow CRI: id (or unique prefix),
-// state, pod sandbox id and an exact-match label selector; results are
-// oldest first. ImageStatus of an absent image returns a nil Image, not an
-// error. ListContainerStats and ListPodSandboxStats cover running containers
-// and ready sandboxes. Exec, Attach, PortForward, CheckpointContainer,
-// ListMetricDescriptors and ListPodSandboxMetrics return Unimplemented; so do
-// the Stream* RPCs over gRPC.
+// Host-network sandboxes report no IP, as containerd's (Config.HostIP
+// gives them one); others get an IP from Config.PodCIDR (released on
+// removal) and can't be created while the network is not ready. List
+// filters follow CRI: id (or unique prefix), state, pod sandbox id and an
+// exact-match label selector; results are oldest first. ImageStatus of an
+// absent image returns a nil Image, not an error. ListContainerStats and
+// ListPodSandboxStats cover running containers and ready sandboxes. Exec,
+// Attach, PortForward, CheckpointContainer, ListMetricDescriptors and
+// ListPodSandboxMetrics return Unimplemented; so do the Stream* RPCs over
+// gRPC.
 //
 // # Simulated processes
 //

@@ -62,8 +62,10 @@ type Config struct {
 	DefaultCPUMillicores uint64
 	DefaultMemoryBytes   uint64
 
-	// HostIP is the IP of host-network pods (default "127.0.0.1"). PodCIDR
-	// is the pool other pods get IPs from (default "10.88.0.0/16").
+	// HostIP, when set, is reported as the IP of host-network sandboxes;
+	// by default they report none, as containerd does (the agent gives
+	// host-network pods the node's IPs). PodCIDR is the pool other pods
+	// get IPs from (default "10.88.0.0/16").
 	HostIP  string
 	PodCIDR string
 	// RuntimeHandlers, when not empty, are the only runtime handlers
@@ -190,11 +192,8 @@ func New(cfg Config) (*Runtime, error) {
 	if r.maxCalls <= 0 {
 		r.maxCalls = 4096
 	}
-	if r.hostIP == "" {
-		r.hostIP = "127.0.0.1"
-	}
 	var errs []error
-	if _, err := netip.ParseAddr(r.hostIP); err != nil {
+	if _, err := netip.ParseAddr(r.hostIP); err != nil && r.hostIP != "" {
 		errs = append(errs, fmt.Errorf("%w: HostIP %q: %v", ErrInvalidConfig, cfg.HostIP, err))
 	}
 	cidr := cfg.PodCIDR

@@ -94,6 +94,12 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Fatalf("ips %v", ips)
 	}
 	st, _ := r.PodSandboxStatus(ctx, a, false)
+	// By default a host-network sandbox reports no IP, as containerd's.
+	dflt, _ := newFake(t, Config{})
+	hd := mustRun(t, dflt, podConfig("h", true, nil))
+	if resp, err := dflt.PodSandboxStatus(ctx, hd, false); err != nil || resp.Status.Network.GetIp() != "" {
+		t.Fatalf("default host-network sandbox: ip %q, err %v", resp.GetStatus().GetNetwork().GetIp(), err)
+	}
 	if st.Status.CreatedAt != t0().UnixNano() {
 		t.Fatalf("createdAt %d, want %d", st.Status.CreatedAt, t0().UnixNano())
 	}

@@ -29,8 +29,18 @@ type MirrorClientConfig struct {
 	// and owned by its Node object.
 	NodeName string
 	// StaticPods returns the pods the agent runs; Run keeps a mirror pod
-	// for each static one among them (required by Run only).
+	// for each static one among them (required by Run only). Give the
+	// merged state of the pod sources (podconfig.PodConfig.MergedState),
+	// not the pods the sync loop has got so far: an update still on its
+	// way to the loop would make its mirror look orphaned.
 	StaticPods func() []*v1.Pod
+	// SourcesReady reports whether every pod source has sent its full
+	// set (podconfig.PodConfig.SeenAllSources). Until it does, Run creates
+	// and replaces mirror pods but deletes none that lacks a static pod:
+	// after a restart the file source may not have listed the static pods
+	// yet, and deleting their mirrors would recreate every one of them
+	// (new UIDs, Pending again). Nil: always ready.
+	SourcesReady func() bool
 	// Period between two syncs of Run; default 10s.
 	Period time.Duration
 	Clock  clock.WithTicker
@@ -44,7 +54,8 @@ type MirrorClientConfig struct {
 // hash differs from its static pod's, or that is being deleted (a mirror
 // pod's graceful deletion is never finished by anyone else), is deleted
 // (grace 0, UID precondition) and created again; a mirror without a static
-// pod is deleted.
+// pod is deleted, by Run only once every pod source is ready. A mirror
+// whose hash matches is kept as it is, so an agent restart changes none.
 type MirrorClient struct {
 	cfg MirrorClientConfig
 	log *zap.Logger
@@ -133,6 +144,11 @@ func MirrorPod(static *v1.Pod, nodeName string, nodeUID types.UID) *v1.Pod {
 // hash and deletes those without a static pod. It goes on after an error
 // and returns them all joined.
 func (m *MirrorClient) SyncMirrorPods(ctx context.Context, pods []*v1.Pod) error {
+	return m.sync(ctx, pods, true)
+}
+
+// sync is SyncMirrorPods; orphans are deleted only if deleteOrphans.
+func (m *MirrorClient) sync(ctx context.Context, pods []*v1.Pod, deleteOrphans bool) error {
 	list, err := m.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.cfg.NodeName).String(),
 	})
@@ -176,7 +192,7 @@ func (m *MirrorClient) SyncMirrorPods(ctx context.Context, pods []*v1.Pod) error
 		}
 	}
 	for n, mirror := range mirrors {
-		if _, ok := statics[n]; ok {
+		if _, ok := statics[n]; ok || !deleteOrphans {
 			continue
 		}
 		if err := m.deleteMirror(ctx, mirror); err != nil {
@@ -215,7 +231,8 @@ func (m *MirrorClient) deleteMirror(ctx context.Context, mirror *v1.Pod) error {
 
 // Run syncs the mirror pods of cfg.StaticPods() at once and then every
 // Period until ctx is done; errors are logged and the next sync tries
-// again. It returns nil when ctx ends. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
+// again. Orphaned mirrors are deleted only by syncs that start with every
+// pod source ready (cfg.SourcesReady). It returns nil when ctx ends. See package lifecycle for the contract; a second call returns ErrAlreadyRan.
 func (m *MirrorClient) Run(ctx context.Context) error {
 	if m.cfg.StaticPods == nil {
 		return fmt.Errorf("%w: StaticPods is required by Run", ErrInvalidConfig)
@@ -226,7 +243,10 @@ func (m *MirrorClient) Run(ctx context.Context) error {
 	t := m.cfg.Clock.NewTicker(m.cfg.Period)
 	defer t.Stop()
 	for {
-		if err := m.SyncMirrorPods(ctx, m.cfg.StaticPods()); err != nil && ctx.Err() == nil {
+		// Readiness first: the pods read after it include every set that
+		// made the sources ready.
+		ready := m.cfg.SourcesReady == nil || m.cfg.SourcesReady()
+		if err := m.sync(ctx, m.cfg.StaticPods(), ready); err != nil && ctx.Err() == nil {
 			m.log.Info("mirror pod sync failed", zap.Error(err))
 		}
 		select {

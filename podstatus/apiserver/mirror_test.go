@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -134,6 +135,85 @@ func TestMirrorClientRun(t *testing.T) {
 		}
 		if err := m.Run(ctx); !errors.Is(err, ErrAlreadyRan) {
 			t.Fatalf("second Run: err = %v", err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestMirrorClientRunKeepsMirrorsUntilSourcesReady: after a restart the
+// mirror pods are in the API server before the file source has listed the
+// static pods. Run deletes no mirror while the sources are not all ready,
+// keeps the mirror of an unchanged static pod (same object, same UID) once
+// they are, recreates only the changed one and deletes only the true orphan.
+func TestMirrorClientRunKeepsMirrorsUntilSourcesReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+		kept := MirrorPod(staticPod("kept", "h1"), nodeName, "node-uid")
+		kept.UID = "m-kept"
+		changed := MirrorPod(staticPod("changed", "h2"), nodeName, "node-uid")
+		changed.UID = "m-changed"
+		orphan := MirrorPod(staticPod("orphan", "h3"), nodeName, "node-uid")
+		orphan.UID = "m-orphan"
+		var mu sync.Mutex
+		var pods []*v1.Pod
+		ready := false
+		m, c := newMirrorClient(t, MirrorClientConfig{Clock: clk, Period: time.Second,
+			StaticPods: func() []*v1.Pod {
+				mu.Lock()
+				defer mu.Unlock()
+				return pods
+			},
+			SourcesReady: func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return ready
+			},
+		}, kept, changed, orphan, apiPod("web", "u1"))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		synctest.Wait()
+		// The restarted agent's sources have sent nothing yet.
+		if n := len(actionsOf(c, "delete")) + len(actionsOf(c, "create")); n != 0 {
+			t.Fatalf("%d deletes and creates before any source was ready, want none", n)
+		}
+		// The API source is ready, the file source has listed "kept" and
+		// "changed" (its hash moved on), but not every source is ready.
+		mu.Lock()
+		pods = []*v1.Pod{staticPod("kept", "h1"), staticPod("changed", "h2b"), apiPod("web", "u1")}
+		mu.Unlock()
+		clk.Step(time.Second)
+		synctest.Wait()
+		if got := getPod(t, c, "orphan"); got.UID != "m-orphan" {
+			t.Fatalf("orphan replaced before the sources were ready: %+v", got.ObjectMeta)
+		}
+		if got := getPod(t, c, "changed").Annotations[kubetypes.ConfigMirrorAnnotation]; got != "h2b" {
+			t.Fatalf("changed static pod's mirror hash = %q, want h2b", got)
+		}
+		// Every source ready: the orphan goes.
+		mu.Lock()
+		ready = true
+		mu.Unlock()
+		clk.Step(time.Second)
+		synctest.Wait()
+		if _, err := c.CoreV1().Pods("default").Get(t.Context(), "orphan", metav1.GetOptions{}); err == nil {
+			t.Fatal("orphaned mirror pod not deleted once the sources were ready")
+		}
+		if got := getPod(t, c, "kept"); got.UID != "m-kept" {
+			t.Fatalf("unchanged static pod's mirror replaced: UID %q, want m-kept", got.UID)
+		}
+		var deleted []string
+		for _, a := range actionsOf(c, "delete") {
+			deleted = append(deleted, a.(clienttesting.DeleteActionImpl).Name)
+		}
+		if len(deleted) != 2 || !slices.Contains(deleted, "changed") || !slices.Contains(deleted, "orphan") {
+			t.Fatalf("deleted %v, want the changed and the orphaned mirror only", deleted)
+		}
+		if n := len(actionsOf(c, "create")); n != 1 {
+			t.Fatalf("creates = %d, want 1 (the changed mirror)", n)
 		}
 		cancel()
 		if err := <-done; err != nil {

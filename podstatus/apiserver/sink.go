@@ -123,6 +123,7 @@ func (s *PodStatusSink) SyncPodStatus(ctx context.Context, pod *v1.Pod, status v
 			return fmt.Errorf("%w: %s/%s", ErrNoMirrorPod, pod.Namespace, pod.Name)
 		}
 		uid = cur.UID
+		status = keepMirrorTimes(status, &cur.Status)
 	} else if cur.UID != uid {
 		s.log.Debug("pod replaced in the API server; status dropped", zap.String("pod", pod.Namespace+"/"+pod.Name))
 		s.forget(uid)
@@ -165,6 +166,34 @@ func (s *PodStatusSink) SyncPodStatus(ctx context.Context, pod *v1.Pod, status v
 	s.sent[uid] = *status.DeepCopy()
 	s.mu.Unlock()
 	return nil
+}
+
+// keepMirrorTimes returns status with the times the mirror pod's status
+// (the API server's view of the same static pod) already has: its
+// StartTime, and the transition times of the conditions whose status did
+// not change. The kubelet's status manager takes a static pod's previous
+// status from its mirror pod when it has none cached, so a restart of the
+// agent (which starts with no cached statuses) does not move a static
+// pod's start time or its conditions' transition times.
+func keepMirrorTimes(status v1.PodStatus, mirror *v1.PodStatus) v1.PodStatus {
+	if mirror.StartTime != nil && !mirror.StartTime.IsZero() {
+		t := *mirror.StartTime
+		status.StartTime = &t
+	}
+	if len(status.Conditions) == 0 || len(mirror.Conditions) == 0 {
+		return status
+	}
+	conds := make([]v1.PodCondition, len(status.Conditions))
+	copy(conds, status.Conditions)
+	for i := range conds {
+		for _, m := range mirror.Conditions {
+			if m.Type == conds[i].Type && m.Status == conds[i].Status && !m.LastTransitionTime.IsZero() {
+				conds[i].LastTransitionTime = m.LastTransitionTime
+			}
+		}
+	}
+	status.Conditions = conds
+	return status
 }
 
 // statusPatch is the strategic merge patch from old to next, with the UID

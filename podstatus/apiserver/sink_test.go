@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -342,6 +343,59 @@ func TestConstructorsReportEveryProblem(t *testing.T) {
 			if !strings.Contains(tc.err.Error(), n) {
 				t.Errorf("%s = %v: %s not named", tc.name, tc.err, n)
 			}
+		}
+	}
+}
+
+// TestPodStatusSinkKeepsMirrorTimesOfStaticPod: a restarted agent has no
+// cached status, so its first status of a static pod has a new start time
+// and new condition transition times. The sink keeps the mirror pod's start
+// time and the transition times of unchanged conditions (as the kubelet's
+// status manager reads a static pod's old status from its mirror), so the
+// restart patches nothing; a condition that did change gets its new time.
+func TestPodStatusSinkKeepsMirrorTimesOfStaticPod(t *testing.T) {
+	t0 := metav1.NewTime(time.Unix(1000, 0))
+	t1 := metav1.NewTime(time.Unix(2000, 0))
+	static := staticPod("etcd", "h1")
+	mirror := MirrorPod(static, nodeName, "node-uid")
+	mirror.UID = "mirror-1"
+	mirror.Status = v1.PodStatus{Phase: v1.PodRunning, StartTime: &t0, Conditions: []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: t0},
+		{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: t0},
+	}}
+	s, c := newPodSink(t, mirror)
+	ctx := t.Context()
+	// The restarted agent: same conditions, new times.
+	st := v1.PodStatus{Phase: v1.PodRunning, StartTime: &t1, Conditions: []v1.PodCondition{
+		{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: t1},
+		{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: t1},
+	}}
+	if err := s.SyncPodStatus(ctx, static, st); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(c, "patch")); n != 0 {
+		t.Fatalf("patches = %d, want 0: only the times differ from the mirror's", n)
+	}
+	if st.StartTime != &t1 || st.Conditions[0].LastTransitionTime != t1 {
+		t.Fatal("the caller's status was modified")
+	}
+	// ContainersReady flips: it gets the agent's time, the rest keep the
+	// mirror's.
+	st.Conditions[1] = v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse, LastTransitionTime: t1}
+	if err := s.SyncPodStatus(ctx, static, st); err != nil {
+		t.Fatal(err)
+	}
+	got := getPod(t, c, "etcd").Status
+	if !got.StartTime.Equal(&t0) {
+		t.Errorf("startTime %v, want the mirror's %v", got.StartTime, t0)
+	}
+	for _, cond := range got.Conditions {
+		want := t0
+		if cond.Type == v1.ContainersReady {
+			want = t1
+		}
+		if !cond.LastTransitionTime.Equal(&want) {
+			t.Errorf("condition %s: lastTransitionTime %v, want %v", cond.Type, cond.LastTransitionTime, want)
 		}
 	}
 }
