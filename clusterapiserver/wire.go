@@ -151,6 +151,7 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		Sink:            nodeSink,
 		Setters:         nodestatus.DefaultSetters(setters),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
+		Recorder:        a.EventRecorder(),
 		Logger:          cfg.Logger,
 	})
 	if err != nil {
