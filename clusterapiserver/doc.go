@@ -8,7 +8,10 @@
 //   - node registration and status (nodestatus.Controller with the default
 //     setters; Ready follows the runtime's readiness and the PLEG's health);
 //   - the node lease (nodestatus/apiserver.LeaseController);
-//   - mirror pods for the static pods (podstatus/apiserver.MirrorClient).
+//   - mirror pods for the static pods (podstatus/apiserver.MirrorClient);
+//   - the agent's events written to the API server (events/apiserver: the
+//     kubelet's aggregation and spam filter, a bounded queue that drops,
+//     never blocks; Config.NoEvents turns it off).
 //
 // The client should carry the node's own credential (system:node:<name>).
 //
