@@ -36,6 +36,10 @@ type sourceRun struct {
 type Agent struct {
 	clock clock.WithTicker
 	log   *zap.Logger
+	// recorder records events (builder_events.go); node names the node
+	// they are about.
+	recorder kubetypes.EventRecorder
+	node     string
 
 	cri       CRI
 	remote    *remote.Client
@@ -205,6 +209,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 	}
 
+	a.recordStarting()
 	r := newRunner(ctx, len(a.sources)+len(a.parts)+5)
 	r.start("podconfig", a.podConfig.Run)
 	for _, s := range a.sources {

@@ -200,20 +200,26 @@ func BenchmarkContainerExitToStatus(b *testing.B) {
 	for _, mode := range []string{"relist", "evented"} {
 		for _, n := range []int{10, 100} {
 			b.Run(fmt.Sprintf("pleg=%s/pods=%d", mode, n), func(b *testing.B) {
-				benchExitToStatus(b, n, mode == "evented")
+				benchExitToStatus(b, n, mode == "evented", nil)
 			})
 		}
 	}
 }
 
-func benchExitToStatus(b *testing.B, n int, evented bool) {
+// benchExitToStatus measures it; more, if not nil, adds to the Builder.
+func benchExitToStatus(b *testing.B, n int, evented bool, more func(*nodekit.Builder)) {
 	b.ReportAllocs()
 	sink := newBenchSink()
-	var extra func(*nodekit.Builder)
+	extra := more
 	var ev *eventedWiring
 	if evented {
 		ev = &eventedWiring{tb: b}
-		extra = ev.wire
+		extra = func(bld *nodekit.Builder) {
+			ev.wire(bld)
+			if more != nil {
+				more(bld)
+			}
+		}
 	}
 	a := benchAgent(b, benchManifests(b, n), sink, extra)
 	if ev != nil {

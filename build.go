@@ -32,6 +32,9 @@ type build struct {
 
 	errs     []error
 	logsRoot string
+	// rec records events: the zap recorder on the logger plus every
+	// WithEventRecorder (builder_events.go).
+	rec kubetypes.EventRecorder
 	// cri is the runtime as the user gave it; driven is what the parts
 	// call (cri, or its instrumented wrapper with a Registerer).
 	cri, driven CRI
@@ -110,6 +113,7 @@ func (b *Builder) Build() (*Agent, error) {
 		bd.log = defaultLogger()
 	}
 	bd.a = &Agent{clock: bd.clk, log: bd.log.Named("nodekit"), done: make(chan struct{})}
+	bd.buildRecorder()
 
 	bd.checkSettings()
 	bd.buildRuntime()
@@ -268,7 +272,8 @@ func (bd *build) buildEngine() {
 		Runtime: bd.driven, Images: bd.driven, PodLogsRoot: bd.logsRoot, NodeName: b.nodeName,
 		NodeAllocatable: b.allocatable, Clock: bd.clk, Logger: bd.log, Registerer: b.registerer,
 		Mounts: b.mounts, CgroupParents: b.cgroupParents, Probes: b.probeResults,
-		HostIPs: bd.nodeIPs(),
+		HostIPs:  bd.nodeIPs(),
+		Recorder: bd.rec,
 	}
 	for _, w := range b.wirings() {
 		if w.engine != nil {
@@ -401,6 +406,7 @@ func (bd *build) buildLoop() {
 		Probes:          b.probes,
 		ProbeState:      b.probeState,
 		StatusGenerator: podstatus.Generator{NodeIPsFunc: bd.nodeIPs()},
+		Recorder:        bd.rec,
 	}
 	if complete {
 		cfg.Runtime, cfg.PLEG, cfg.Events = a.mgr, a.pleg, a.pleg.Watch()

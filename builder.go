@@ -101,6 +101,7 @@ type settings struct {
 	parts         []extraPart
 	eventedPLEG   bool
 	relistPLEG    bool
+	recorders     []kubetypes.EventRecorder
 
 	// The one-call wirings, recorded by their With call and built by Build
 	// (build.go) in one fixed order, whatever the order of the calls.

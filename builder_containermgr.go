@@ -73,6 +73,7 @@ func (w containerMgrWiring) loop(_ *build, cfg *syncloop.Config) {
 
 func (w containerMgrWiring) connect(bd *build) {
 	a, m := bd.a, w.m
+	m.UseEventRecorder(a.recorder, bd.b.nodeName)
 	a.starters = append(a.starters, func(ctx context.Context) error {
 		// The runtime's cgroup driver wins over the configured one.
 		if err := adoptRuntimeCgroupDriver(ctx, a.cri, m, a.log); err != nil {

@@ -163,6 +163,12 @@ func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpt
 	if cfg.ActivePods == nil {
 		cfg.ActivePods = a.ActivePods
 	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = a.recorder
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = b.nodeName
+	}
 	if cfg.KillPod == nil {
 		cfg.KillPod = a.evictPod
 	}
@@ -282,6 +288,9 @@ func (b *settings) buildImageGC(a *Agent, ecfg eviction.Config, icfg imagegc.Con
 	}
 	if icfg.Registerer == nil {
 		icfg.Registerer = ecfg.Registerer
+	}
+	if icfg.Recorder == nil {
+		icfg.Recorder, icfg.NodeName = ecfg.Recorder, ecfg.NodeName
 	}
 	gc, err := imagegc.New(icfg)
 	if err != nil {

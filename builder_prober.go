@@ -44,7 +44,7 @@ func (w *proberWiring) early(bd *build) {
 		bd.fail(configErr("builder", "WithProber and WithProbes both given: use one"))
 		return
 	}
-	cfg := prober.Config{Status: agentStatuses{bd.a}, Clock: bd.clk, Logger: b.logger, Registerer: b.registerer}
+	cfg := prober.Config{Status: agentStatuses{bd.a}, Clock: bd.clk, Logger: b.logger, Registerer: b.registerer, Recorder: bd.rec}
 	if bd.cri != nil {
 		cfg.Exec = bd.cri
 	}

@@ -28,6 +28,12 @@
 // dependency order (runtime connection, podconfig and its sources, pleg, the
 // sync loop) and stopping them in reverse order.
 //
+// Events: every part records the kubelet's events (image pulls, container
+// starts, back-offs, probe failures, rejections, evictions, node conditions)
+// through one kubetypes.EventRecorder, the logger's (package events) plus
+// each WithEventRecorder; clusterapiserver.Wire adds the API server's
+// (events/apiserver). Recording never blocks a part.
+//
 // Stopping the agent does not stop the pods: containers keep running, and an
 // agent started again with the same root directory and sources takes them
 // over without restarting them (the runtime's labels say which pod each

@@ -14,7 +14,10 @@
 //   - the node's IPs for the pods (Cluster.NodeIPs): every pod's
 //     status.hostIP(s), the pod IPs of host-network pods and the env
 //     fieldRefs status.hostIP(s) take the addresses of the Node as last
-//     stored, as the kubelet reads its Node.
+//     stored, as the kubelet reads its Node;
+//   - the agent's events written to the API server (events/apiserver: the
+//     kubelet's aggregation and spam filter, a bounded queue that drops,
+//     never blocks; Config.NoEvents turns it off).
 //
 // The kubelet version reported is Config.AgentVersion, by default
 // nodestatus.DefaultAgentVersion (v1.36.3+nodekit); it must be a semantic

@@ -11,12 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit"
+	evapiserver "github.com/nodekit/nodekit/events/apiserver"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/nodestatus"
 	nsapiserver "github.com/nodekit/nodekit/nodestatus/apiserver"
@@ -67,7 +69,15 @@ type Config struct {
 	WrapPodSource func(api nodekit.PodSourceFunc) nodekit.PodSourceFunc
 	// NoLease turns the node lease off.
 	NoLease bool
-	Logger  *zap.Logger
+	// NoEvents turns off writing the agent's events to the API server
+	// (events/apiserver, on by default). Events tunes that recorder
+	// (Client, NodeName, Clock and Logger are Wire's).
+	NoEvents bool
+	Events   evapiserver.Config
+	// Registerer, if set, gets the event recorder's metrics
+	// (nodekit_events_dropped_total{reason}, nodekit_events_sent_total).
+	Registerer prometheus.Registerer
+	Logger     *zap.Logger
 }
 
 // Wire adds the API server parts to b (see the package documentation) and
@@ -96,6 +106,18 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 	if cfgErr == nil {
 		sink, cfgErr = psapiserver.NewPodStatusSink(psapiserver.PodStatusSinkConfig{Client: cfg.Client, Logger: cfg.Logger})
 	}
+	var events *evapiserver.Recorder
+	if cfgErr == nil && !cfg.NoEvents {
+		ecfg := cfg.Events
+		ecfg.Client, ecfg.NodeName, ecfg.Logger = cfg.Client, cfg.NodeName, cfg.Logger
+		if ecfg.Registerer == nil {
+			ecfg.Registerer = cfg.Registerer
+		}
+		events, cfgErr = evapiserver.New(ecfg)
+		if cfgErr == nil {
+			b.WithEventRecorder(events)
+		}
+	}
 	var podSource nodekit.PodSourceFunc = func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 		if cfgErr != nil {
 			return nil, cfgErr
@@ -120,7 +142,12 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 			if cfgErr != nil {
 				return nil, cfgErr
 			}
-			return parts(a, cfg, ips)
+			ps, err := parts(a, cfg, ips)
+			if err == nil && events != nil {
+				// First, so that it is stopped last.
+				ps = append([]nodekit.ClusterPart{{Name: "events", Run: events.Run}}, ps...)
+			}
+			return ps, err
 		},
 	}
 	if sink != nil {
@@ -218,6 +245,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		Setters:         nodestatus.DefaultSetters(setters),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
 		OnReported:      ips.reported,
+		Recorder:        a.EventRecorder(),
 		Logger:          cfg.Logger,
 	})
 	if err != nil {

@@ -133,6 +133,22 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 		ph, _ := phase("web")
 		return ph == v1.PodRunning, string(ph)
 	})
+	// Events are written to the API server by default: the node's
+	// Starting, the API pod's container Started.
+	waitUntil(t, 20*time.Second, "Starting and Started events", func() (bool, string) {
+		l, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var starting, started bool
+		var seen []string
+		for _, e := range l.Items {
+			seen = append(seen, e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+" "+e.Reason)
+			starting = starting || (e.Reason == "Starting" && e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node && e.Source.Host == node)
+			started = started || (e.Reason == "Started" && e.InvolvedObject.Name == "web" && e.InvolvedObject.FieldPath == "spec.containers{c}")
+		}
+		return starting && started, fmt.Sprint(seen)
+	})
 	waitUntil(t, 20*time.Second, "mirror pod Running", func() (bool, string) {
 		ph, p := phase("static-web-" + node)
 		if p == nil {

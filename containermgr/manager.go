@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
 )
 
@@ -79,9 +80,16 @@ type Config struct {
 	// KillProcess kills a process left in a pod cgroup that is being
 	// removed; default SIGKILL.
 	KillProcess func(pid int) error
-	Clock       clock.WithTicker
-	Logger      *zap.Logger
-	Registerer  prometheus.Registerer
+	// Recorder records, on the node (NodeName), NodeAllocatableEnforced
+	// when the allocatable limit is set on the pods cgroup and
+	// FailedNodeAllocatableEnforcement for each failed try. Nil records
+	// none (the Builder's WithContainerManager gives the agent's recorder
+	// to a manager without one: UseEventRecorder).
+	Recorder   kubetypes.EventRecorder
+	NodeName   string
+	Clock      clock.WithTicker
+	Logger     *zap.Logger
+	Registerer prometheus.Registerer
 }
 
 // Manager is the container manager: QoS cgroup tree, pod cgroups and node
@@ -476,7 +484,10 @@ func (m *Manager) applyAllocatableLocked() {
 	}
 	err = m.cgm.Update(m.pods, ResourceConfigForLimits(limits))
 	m.count("enforce_allocatable", err)
+	rec, node := kubetypes.RecorderOrNop(m.cfg.Recorder), kubetypes.NodeRef(m.cfg.NodeName)
 	if err != nil {
+		rec.Eventf(node, v1.EventTypeWarning, kubetypes.ReasonFailedNodeAllocatableEnforcement,
+			"Failed to update Node Allocatable Limits %q: %v", m.cgm.Name(m.pods), err)
 		if !m.allocErrLog {
 			m.log.Warn("node allocatable limit not set on the pods cgroup; retrying every QOSUpdatePeriod", zap.Error(err))
 			m.allocErrLog = true
@@ -484,6 +495,7 @@ func (m *Manager) applyAllocatableLocked() {
 		return
 	}
 	m.allocIsSet = true
+	rec.Event(node, v1.EventTypeNormal, kubetypes.ReasonNodeAllocatableEnforced, "Updated Node Allocatable limit across pods")
 	m.log.Info("node allocatable limit set on the pods cgroup", zap.String("cgroup", m.cgm.Name(m.pods)), zap.Any("limits", limits))
 }
 
@@ -738,5 +750,16 @@ func (m *Manager) SyncOnce() {
 	m.applyAllocatableLocked()
 	if err := m.updateQOSLocked(m.activeLocked()); err != nil {
 		m.log.Warn("periodic QoS cgroup update failed", zap.Error(err))
+	}
+}
+
+// UseEventRecorder gives a manager built without Config.Recorder the
+// recorder (and node name) of the agent it is wired into. It must be
+// called before Start; a manager that has a recorder keeps it.
+func (m *Manager) UseEventRecorder(r kubetypes.EventRecorder, nodeName string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cfg.Recorder == nil {
+		m.cfg.Recorder, m.cfg.NodeName = r, nodeName
 	}
 }

@@ -90,7 +90,14 @@ type Config struct {
 	// (default 30).
 	MaxPodGracePeriodSeconds int64
 	// Interval between cycles in Run (default 10s).
-	Interval   time.Duration
+	Interval time.Duration
+	// Recorder records the kubelet's eviction events: EvictionThresholdMet
+	// on the node (NodeName) when a threshold makes the manager reclaim,
+	// Evicted (the message naming the resource and usage) on each evicted
+	// pod. Nil records none.
+	Recorder kubetypes.EventRecorder
+	// NodeName names the node of EvictionThresholdMet.
+	NodeName   string
 	Clock      clock.Clock
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer
@@ -376,6 +383,7 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 	t := fresh[0]
 	res := signalResource(t.Signal)
 	m.log.Info("attempting to reclaim", zap.String("resource", string(res)), zap.Stringer("threshold", t))
+	m.rec().Eventf(kubetypes.NodeRef(m.cfg.NodeName), v1.EventTypeWarning, kubetypes.ReasonEvictionThresholdMet, "Attempting to reclaim %s", res)
 
 	if m.reclaimNodeLevel(ctx, t.Signal, all, dedicated) {
 		m.log.Info("node-level reclaim relieved the pressure; no eviction", zap.String("resource", string(res)))
@@ -402,6 +410,7 @@ func (m *Manager) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 		msg := evictionMessage(res, pod, stats[pod.UID], fresh, obs)
 		status := m.evictedStatus(pod, msg)
 		m.log.Info("evicting pod", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Int64("grace", grace), zap.String("message", msg))
+		m.rec().Event(pod, v1.EventTypeWarning, kubetypes.ReasonEvicted, msg)
 		if err := m.cfg.KillPod(ctx, pod, status, grace); err != nil {
 			m.log.Error("pod failed to evict", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Error(err))
 		}
@@ -623,3 +632,6 @@ func (m *Manager) Admit(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, message
 	}
 	return false, Reason, fmt.Sprintf("The node had condition: %v. ", conds)
 }
+
+// rec is the configured recorder, or one that records nothing.
+func (m *Manager) rec() kubetypes.EventRecorder { return kubetypes.RecorderOrNop(m.cfg.Recorder) }

@@ -96,6 +96,11 @@ type Config struct {
 	// the pod nor the container's annotations carry one. Default 30.
 	DefaultGracePeriod int64
 
+	// Recorder records the kubelet's container, image and sandbox events
+	// (Pulling, Pulled, Failed, BackOff, Created, Started, Killing,
+	// SandboxChanged, ...). Nil records none.
+	Recorder kubetypes.EventRecorder
+
 	Clock      clock.Clock
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer

@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // imageWithDefaultTag adds ":latest" to a reference with neither tag nor
@@ -52,21 +54,26 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 
 	if policy != v1.PullAlways {
 		if ref := present[image]; ref != "" {
+			m.imagePresent(pod, c, image)
 			return ref, nil
 		}
 		cctx, cancel := m.callCtx(ctx)
 		resp, err := m.cfg.Images.ImageStatus(cctx, spec, false)
 		cancel()
 		if err != nil {
+			m.containerEvent(pod, c.Name, "", v1.EventTypeWarning, kubetypes.ReasonInspectFailed, fmt.Sprintf("Failed to inspect image %q: %v", image, err))
 			return "", fmt.Errorf("%w: image %q: %w", ErrImageInspect, image, err)
 		}
 		if img := resp.GetImage(); img != nil {
+			m.imagePresent(pod, c, image)
 			if img.GetId() != "" {
 				return img.GetId(), nil
 			}
 			return image, nil
 		}
 		if policy == v1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+			m.containerEvent(pod, c.Name, "", v1.EventTypeWarning, kubetypes.ReasonErrImageNeverPull, msg)
 			return "", fmt.Errorf("%w: container image %q is not present with pull policy of Never", ErrImageNeverPull, image)
 		}
 	}
@@ -74,18 +81,27 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	key := string(pod.UID) + "/" + image
 	if in, delay, lastErr := m.imageBackoff.inBackOffSinceUpdate(key); in {
 		msg := fmt.Sprintf("Back-off pulling image %q (%v)", image, delay)
+		event := fmt.Sprintf("Back-off pulling image %q", image)
 		if lastErr != "" {
 			msg += ": " + lastErr
+			event += ": " + lastErr
 		}
+		m.containerEvent(pod, c.Name, "", v1.EventTypeNormal, kubetypes.ReasonBackOff, event)
 		return "", fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
 	}
 
+	m.containerEvent(pod, c.Name, "", v1.EventTypeNormal, kubetypes.ReasonPulling, fmt.Sprintf("Pulling image %q", image))
+	start := m.cfg.Clock.Now()
 	ref, err := m.pull(ctx, spec, c.Image, secrets, sandbox)
 	if err != nil {
 		m.imageBackoff.next(key, m.cfg.Clock.Now(), err.Error())
 		m.log.Info("image pull failed", zap.String("pod", podTarget(pod)), zap.String("image", image), zap.Error(err))
+		m.containerEvent(pod, c.Name, "", v1.EventTypeWarning, kubetypes.ReasonFailed, fmt.Sprintf("Failed to pull image %q: %v", image, err))
 		return "", fmt.Errorf("%w: image %q: %w", ErrImagePull, image, err)
 	}
+	took := m.cfg.Clock.Since(start)
+	m.containerEvent(pod, c.Name, "", v1.EventTypeNormal, kubetypes.ReasonPulled,
+		fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting)", image, took, took))
 	m.imageBackoff.reset(key)
 	if ref == "" {
 		ref = image
@@ -125,4 +141,9 @@ func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, userImag
 		return "", errs[0]
 	}
 	return "", errors.Join(errs...)
+}
+
+// imagePresent records the Pulled event of an image found on the node.
+func (m *Manager) imagePresent(pod *v1.Pod, c *v1.Container, image string) {
+	m.containerEvent(pod, c.Name, "", v1.EventTypeNormal, kubetypes.ReasonPulled, fmt.Sprintf("Container image %q already present on machine", image))
 }

@@ -147,6 +147,13 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, o killOptions)
 	if o.Message != "" {
 		log.Info("killing container", zap.String("reason", string(o.Reason)), zap.String("message", o.Message))
 	}
+	if pod != nil {
+		msg := o.Message
+		if msg == "" {
+			msg = "Stopping container " + name
+		}
+		m.containerEvent(pod, name, id, v1.EventTypeNormal, kubetypes.ReasonKilling, msg)
+	}
 	if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
 		grace -= m.runPreStop(ctx, pod, spec, id, o.PodIPs, grace)
 	}
@@ -190,6 +197,7 @@ func (m *Manager) runPreStop(ctx context.Context, pod *v1.Pod, spec *v1.Containe
 	cancel()
 	if err != nil {
 		m.log.Info("preStop hook failed", zap.String("pod", podTarget(pod)), zap.String("container", spec.Name), zap.Error(err))
+		m.containerEvent(pod, spec.Name, id, v1.EventTypeWarning, kubetypes.ReasonFailedPreStopHook, "PreStopHook failed")
 	}
 	return int64(m.cfg.Clock.Since(start) / time.Second)
 }

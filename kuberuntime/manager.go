@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // specBuilder is the spec -> CRI config translation the Manager uses;
@@ -26,6 +28,7 @@ type specBuilder interface {
 type Manager struct {
 	cfg     Config
 	log     *zap.Logger
+	rec     kubetypes.EventRecorder
 	builder specBuilder
 
 	crashBackoff *backoff
@@ -43,6 +46,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg:          c,
 		log:          c.Logger,
+		rec:          kubetypes.RecorderOrNop(c.Recorder),
 		crashBackoff: newBackoff(c.Clock, c.BackOffInitial, c.BackOffMax),
 		imageBackoff: newBackoff(c.Clock, c.BackOffInitial, c.BackOffMax),
 		reasons:      reasonCache{m: make(map[types.UID]map[string]waitingReason)},

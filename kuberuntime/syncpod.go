@@ -74,6 +74,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubetypes.Po
 	var sandboxCfg *runtimeapi.PodSandboxConfig
 	var images map[string]string
 	if actions.CreateSandbox {
+		if actions.SandboxID != "" {
+			m.rec.Event(kubetypes.PodRef(pod), v1.EventTypeNormal, kubetypes.ReasonSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+		}
 		var blocked bool
 		if blocked, images = m.neverPullBlocksStart(ctx, pod, actions, &res); blocked {
 			return res
@@ -93,6 +96,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *kubetypes.Po
 		sandboxID, err = m.cfg.Runtime.RunPodSandbox(cctx, sandboxCfg, handler)
 		cancel()
 		if err != nil {
+			m.rec.Eventf(kubetypes.PodRef(pod), v1.EventTypeWarning, kubetypes.ReasonFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
 			err = fmt.Errorf("%w: %w", ErrCreateSandbox, err)
 			res.Add(kubetypes.StepResult{Action: kubetypes.ActionCreateSandbox, Target: podTarget(pod), Err: err, Message: err.Error()})
 			return res
@@ -186,6 +190,11 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 		}
 		return err
 	}
+	// failed is fail with the kubelet's Failed event ("Error: ...").
+	failed := func(err error, id string) error {
+		m.containerEvent(pod, c.Name, id, v1.EventTypeWarning, kubetypes.ReasonFailed, startErrorMessage(err))
+		return fail(err)
+	}
 
 	// Crash-loop back-off, counted from when the last instance finished.
 	var last *kubetypes.ContainerStatus
@@ -198,6 +207,8 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 	if last != nil {
 		key := backoffKey(&m.bufs, pod, c)
 		if in, delay := m.crashBackoff.inBackOffSince(key, last.FinishedAt); in {
+			m.containerEvent(pod, c.Name, "", v1.EventTypeWarning, kubetypes.ReasonBackOff,
+				fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.Name, formatPod(pod)))
 			return fail(&BackoffError{
 				Err:   fmt.Errorf("%w: back-off %v restarting failed container=%s pod=%s", ErrCrashLoopBackOff, delay, c.Name, podTarget(pod)),
 				Until: last.FinishedAt.Add(delay),
@@ -213,7 +224,7 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 
 	imageRef, err := m.ensureImage(ctx, pod, c, sc.secrets, sc.sandboxCfg, sc.images)
 	if err != nil {
-		return fail(err)
+		return failed(err, "")
 	}
 
 	restarts := 0
@@ -228,25 +239,29 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 		if !errors.Is(err, ErrCreateContainerConfig) {
 			err = fmt.Errorf("%w: %w", ErrCreateContainerConfig, err)
 		}
-		return fail(err)
+		return failed(err, "")
 	}
 
 	cctx, cancel := m.callCtx(ctx)
 	id, err := m.cfg.Runtime.CreateContainer(cctx, sc.sandboxID, cfg, sc.sandboxCfg)
 	cancel()
 	if err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrCreateContainer, err))
+		return failed(fmt.Errorf("%w: %w", ErrCreateContainer, err), "")
 	}
 	step.ID = id
+	m.containerEvent(pod, c.Name, id, v1.EventTypeNormal, kubetypes.ReasonCreated, "Container created")
 	cctx, cancel = m.callCtx(ctx)
 	err = m.cfg.Runtime.StartContainer(cctx, id)
 	cancel()
 	if err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrRunContainer, err))
+		return failed(fmt.Errorf("%w: %w", ErrRunContainer, err), id)
 	}
+	m.containerEvent(pod, c.Name, id, v1.EventTypeNormal, kubetypes.ReasonStarted, "Container started")
 
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		if herr := m.runHook(ctx, pod, c, id, sc.podIPs, c.Lifecycle.PostStart, m.cfg.HookTimeout); herr != nil {
+			// As the kubelet: the hook's output stays out of the event.
+			m.containerEvent(pod, c.Name, id, v1.EventTypeWarning, kubetypes.ReasonFailedPostStartHook, "PostStartHook failed")
 			kerr := m.killContainer(ctx, pod, killOptions{
 				ID: id, Name: c.Name, Reason: KillReasonPostStartFailed, Message: "FailedPostStartHook", PodIPs: sc.podIPs,
 			})
@@ -364,6 +379,9 @@ func (m *Manager) neverPullBlocksStart(ctx context.Context, pod *v1.Pod, actions
 		return false, present // some image is present: that container can start
 	}
 	for i, c := range toStart {
+		image, _ := imageWithDefaultTag(c.Image)
+		m.containerEvent(pod, c.Name, "", v1.EventTypeWarning, kubetypes.ReasonErrImageNeverPull, fmt.Sprintf("Container image %q is not present with pull policy of Never", image))
+		m.containerEvent(pod, c.Name, "", v1.EventTypeWarning, kubetypes.ReasonFailed, startErrorMessage(errs[i]))
 		step := kubetypes.StepResult{Action: kubetypes.ActionStartContainer, Target: c.Name, Err: errs[i], Reason: ReasonErrImageNeverPull, Message: errs[i].Error()}
 		res.Add(step)
 		m.reasons.set(pod.UID, c.Name, step.Reason, step.Message)

@@ -23,6 +23,11 @@
 //     failed step a wait rather than a failure; GCPolicy for container GC.
 //   - ProbeResult, the prober's answer the engine reads for liveness and
 //     startup; PressureSource, the eviction manager's answer node status reads.
+//   - EventRecorder, what every part records Kubernetes events through (the
+//     method set of client-go's recorder; package events and events/apiserver
+//     implement it), the kubelet's event reasons (Reason*), and the objects
+//     events are about: PodRef, ContainerRef (field path
+//     spec.containers{name}), NodeRef; NopRecorder for a nil one.
 //
 // A program that only wires parts together rarely names these types; a
 // program that implements a part (its own pod source, PLEG or runtime

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
 )
 
@@ -103,6 +104,14 @@ type Config struct {
 	// = math/rand/v2.
 	Rand func() float64
 
+	// Recorder records the kubelet's node events when the setters change
+	// the status: NodeReady / NodeNotReady when Ready flips,
+	// NodeHasSufficientMemory / NodeHasInsufficientMemory,
+	// NodeHasNoDiskPressure / NodeHasDiskPressure and NodeHasSufficientPID
+	// / NodeHasInsufficientPID when a pressure condition is first set or
+	// flips, and Rebooted (once) when the boot ID changed. Nil records none.
+	Recorder kubetypes.EventRecorder
+
 	Clock  clock.Clock
 	Logger *zap.Logger
 }
@@ -121,6 +130,13 @@ type Controller struct {
 
 	readyOnce sync.Once
 	ready     chan struct{}
+
+	// recorded is the last condition status recorded as an event per
+	// condition type, so that retries and a status that could not be
+	// stored do not record one change twice; rebooted: Rebooted was
+	// recorded.
+	recorded map[v1.NodeConditionType]v1.ConditionStatus
+	rebooted bool
 
 	once lifecycle.Once
 }
@@ -220,11 +236,14 @@ func (c *Controller) InitialNode(ctx context.Context) *v1.Node {
 }
 
 func (c *Controller) setStatus(ctx context.Context, node *v1.Node) {
+	before := conditionStatuses(node)
+	bootID := node.Status.NodeInfo.BootID
 	for i, s := range c.cfg.Setters {
 		if err := s(ctx, node); err != nil {
 			c.log.Warn("node status setter failed", zap.Int("setter", i), zap.Error(err))
 		}
 	}
+	c.recordEvents(node, before, bootID)
 }
 
 // Register makes one attempt to register the node.

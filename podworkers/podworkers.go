@@ -215,6 +215,9 @@ type Config struct {
 	// Rand returns a number in [0,1) for the jitter of the requeue delays.
 	// Default math/rand/v2.Float64.
 	Rand func() float64
+	// Recorder records ExceededGracePeriod when KillPodAndWait gives up.
+	// Nil records none.
+	Recorder kubetypes.EventRecorder
 
 	Clock  clock.Clock
 	Logger *zap.Logger
@@ -237,6 +240,7 @@ type Workers struct {
 	resync   time.Duration
 	backOff  time.Duration
 	rand     func() float64
+	rec      kubetypes.EventRecorder
 	clock    clock.Clock
 	log      *zap.Logger
 	duration *prometheus.HistogramVec
@@ -311,6 +315,7 @@ func New(cfg Config) (*Workers, error) {
 		backOff:       cfg.BackOffPeriod,
 		rand:          cfg.Rand,
 		clock:         cfg.Clock,
+		rec:           kubetypes.RecorderOrNop(cfg.Recorder),
 		log:           cfg.Logger.Named("podworkers"),
 		workers:       make(map[types.UID]*podWorker),
 		statuses:      make(map[types.UID]*podSyncStatus),
@@ -580,6 +585,7 @@ func (p *Workers) KillPodAndWait(ctx context.Context, pod *v1.Pod, evict bool, g
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C():
+		p.rec.Event(pod, v1.EventTypeWarning, kubetypes.ReasonExceededGracePeriod, "Container runtime did not kill the pod within specified grace period.")
 		return fmt.Errorf("%w: pod %s/%s (%s) after %v", ErrKillTimeout, pod.Namespace, pod.Name, pod.UID, wait)
 	}
 }

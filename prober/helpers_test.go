@@ -39,6 +39,7 @@ func (f *fakeStatus) setStatus(uid types.UID, s v1.PodStatus) {
 type scripted struct {
 	mu    sync.Mutex
 	r     Result
+	out   string
 	err   error
 	calls int
 }
@@ -47,7 +48,7 @@ func (s *scripted) next() (Result, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	return s.r, "", s.err
+	return s.r, s.out, s.err
 }
 func (s *scripted) setResult(r Result) { s.mu.Lock(); s.r = r; s.mu.Unlock() }
 func (s *scripted) count() int         { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }

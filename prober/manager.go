@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
 )
 
@@ -57,6 +58,11 @@ type Config struct {
 	// an error.
 	UpdatesBuffer int
 
+	// Recorder records the kubelet's probe events on the container:
+	// Unhealthy for every failed or errored probe, ProbeWarning for an
+	// HTTP probe that succeeded with a warning. Nil records none.
+	Recorder kubetypes.EventRecorder
+
 	Clock  clock.WithTicker
 	Logger *zap.Logger
 	// Registerer, if set, receives the probe counter
@@ -72,6 +78,7 @@ type Manager struct {
 	cfg     Config
 	clock   clock.WithTicker
 	log     *zap.Logger
+	rec     kubetypes.EventRecorder
 	probers probers
 	results *results
 	updates chan Update
@@ -120,6 +127,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:     cfg,
 		clock:   cfg.Clock,
 		log:     cfg.Logger.Named("prober"),
+		rec:     kubetypes.RecorderOrNop(cfg.Recorder),
 		results: newResults(),
 		updates: make(chan Update, cfg.UpdatesBuffer),
 		jitter:  cfg.Jitter,

@@ -2,12 +2,15 @@ package prober
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 // worker runs one probe of one container of one pod, period after period,
@@ -196,12 +199,19 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 		return true
 	}
 	w.count(r, err)
+	ref := kubetypes.ContainerRef(pod, w.container.Name)
 	if err != nil {
 		w.log.Debug("probe errored", zap.Error(err))
+		w.m.rec.Eventf(ref, v1.EventTypeWarning, kubetypes.ReasonUnhealthy, "%s probe errored and resulted in %s state: %s",
+			w.t, strings.ToLower(r.String()), err)
 		return true
 	}
-	if r == Failure {
+	switch {
+	case r == Failure:
 		w.log.Debug("probe failed", zap.String("output", out))
+		w.m.rec.Eventf(ref, v1.EventTypeWarning, kubetypes.ReasonUnhealthy, "%s probe failed: %s", w.t, out)
+	case r == Success && strings.HasPrefix(out, redirectWarning):
+		w.m.rec.Eventf(ref, v1.EventTypeWarning, kubetypes.ReasonProbeWarning, "%s probe warning: %s", w.t, out)
 	}
 	if r == w.lastResult {
 		w.resultRun++

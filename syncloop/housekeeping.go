@@ -160,6 +160,9 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 	if l.lastGC.IsZero() || l.clock.Since(l.lastGC) >= l.cfg.ContainerGCPeriod {
 		l.lastGC = l.clock.Now()
 		if gerr := l.cfg.Runtime.GarbageCollect(ctx, l.cfg.GCPolicy, l.workers, true); gerr != nil {
+			if ctx.Err() == nil {
+				kubetypes.RecorderOrNop(l.cfg.Recorder).Event(kubetypes.NodeRef(l.cfg.NodeName), v1.EventTypeWarning, kubetypes.ReasonContainerGCFailed, gerr.Error())
+			}
 			errs = append(errs, fmt.Errorf("container garbage collection: %w", gerr))
 		}
 	}

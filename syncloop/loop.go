@@ -212,6 +212,11 @@ type Config struct {
 	ResyncInterval      time.Duration // a synced pod is synced again: 1m
 	BackOffPeriod       time.Duration // a failed sync is retried: 10s
 
+	// Recorder records the loop's events: admission rejections (the
+	// handler's reason, Warning), FailedMount, ContainerGCFailed, and the
+	// pod workers' ExceededGracePeriod. Nil records none.
+	Recorder kubetypes.EventRecorder
+
 	Clock  clock.WithTicker
 	Logger *zap.Logger
 	// Registerer, if set, receives the loop's and the pod workers' metrics.
@@ -353,6 +358,7 @@ func New(cfg Config) (*Loop, error) {
 		dirs:        podDirs{root: cfg.Root},
 		network:     l.networkReady,
 		terminated:  cfg.PodTerminated,
+		rec:         kubetypes.RecorderOrNop(cfg.Recorder),
 	}
 	if o, ok := cfg.PLEG.(podStatusObserver); ok {
 		l.podSyncer.observe, l.podSyncer.hold, l.podSyncer.release = o.ObservePodStatus, o.HoldPod, o.ReleasePod
@@ -371,6 +377,7 @@ func New(cfg Config) (*Loop, error) {
 		Cache:          cfg.PLEG,
 		ResyncInterval: cfg.ResyncInterval,
 		BackOffPeriod:  cfg.BackOffPeriod,
+		Recorder:       cfg.Recorder,
 		Clock:          cfg.Clock,
 		Logger:         cfg.Logger,
 		Registerer:     cfg.Registerer,
@@ -752,6 +759,7 @@ func (l *Loop) rejectPod(pod *v1.Pod, r AdmitResult) {
 			l.podsMu.Unlock()
 		}
 	}
+	kubetypes.RecorderOrNop(l.cfg.Recorder).Event(pod, v1.EventTypeWarning, r.Reason, r.Message)
 	l.status.SetPodStatus(pod, v1.PodStatus{
 		Phase:    v1.PodFailed,
 		Reason:   r.Reason,

@@ -140,6 +140,8 @@ type ltStub struct {
 	statuses map[types.UID]*kubetypes.PodStatus
 	// started makes SyncPod report that it started a container.
 	started bool
+	// gcErr is GarbageCollect's answer.
+	gcErr error
 }
 
 func (s *ltStub) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {
@@ -183,7 +185,7 @@ func (s *ltStub) GarbageCollect(_ context.Context, _ kubetypes.GCPolicy, _ kubet
 	defer s.mu.Unlock()
 	s.gcs++
 	s.gcReady = append(s.gcReady, ready)
-	return nil
+	return s.gcErr
 }
 
 func (s *ltStub) Reason(types.UID, string) (string, string) { return "", "" }

@@ -43,6 +43,7 @@ type podSyncer struct {
 	dirs        podDirs
 	network     func() error
 	terminated  []func(ctx context.Context, pod *v1.Pod) error
+	rec         kubetypes.EventRecorder
 }
 
 var _ podworkers.PodSyncer = (*podSyncer)(nil)
@@ -174,6 +175,9 @@ func (a *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _
 		return false, fmt.Errorf("%w: pod cgroup of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
 	}
 	if err := a.volumes.WaitForAttachAndMount(ctx, pod); err != nil {
+		if ctx.Err() == nil {
+			a.rec.Eventf(pod, v1.EventTypeWarning, kubetypes.ReasonFailedMount, "Unable to attach or mount volumes: %v", err)
+		}
 		return false, fmt.Errorf("%w: volumes of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
 	}
 	a.probes.AddPod(pod)

@@ -13,9 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
 )
 
@@ -109,7 +111,13 @@ type Config struct {
 	// manager has existed for MaxAge. It must not be below MinAge.
 	MaxAge time.Duration
 	// Period between GarbageCollect calls in Run (default 5m).
-	Period     time.Duration
+	Period time.Duration
+	// Recorder records ImageGCFailed on the node (NodeName) when Run's
+	// collection fails twice in a row, as the kubelet does (the first
+	// failure may be stats not yet ready). Nil records none.
+	Recorder kubetypes.EventRecorder
+	// NodeName names the node of ImageGCFailed.
+	NodeName   string
 	Clock      clock.Clock
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer
@@ -144,6 +152,8 @@ type Manager struct {
 	once    lifecycle.Once
 
 	opMu sync.Mutex // one detection or collection at a time
+	// failedBefore: Run's last collection failed.
+	failedBefore bool
 
 	mu      sync.Mutex
 	records map[string]*record
@@ -539,8 +549,23 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		case <-t.C():
 		}
-		if err := m.GarbageCollect(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn("image garbage collection failed", zap.Error(err))
+		m.collect(ctx)
+	}
+}
+
+// collect is one of Run's collections: a failure is logged, and a second
+// failure in a row recorded as ImageGCFailed.
+func (m *Manager) collect(ctx context.Context) {
+	err := m.GarbageCollect(ctx)
+	switch {
+	case err == nil:
+		m.failedBefore = false
+	case ctx.Err() != nil:
+	default:
+		m.log.Warn("image garbage collection failed", zap.Error(err))
+		if m.failedBefore {
+			kubetypes.RecorderOrNop(m.cfg.Recorder).Event(kubetypes.NodeRef(m.cfg.NodeName), v1.EventTypeWarning, kubetypes.ReasonImageGCFailed, err.Error())
 		}
+		m.failedBefore = true
 	}
 }

@@ -36,6 +36,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/pleg"
 )
@@ -198,11 +199,17 @@ func run(ctx context.Context, o options) error {
 		o.evented = false
 	}
 
+	// Each pod's last Warning event, for the table.
+	warnings, err := events.NewLastWarnings(events.LastWarningsConfig{})
+	if err != nil {
+		return err
+	}
 	b := nodekit.NewBuilder().
 		WithNodeName(o.nodeName).
 		WithManifestDir(o.manifests).
 		WithRootDir(root).
-		WithLogger(log)
+		WithLogger(log).
+		WithEventRecorder(warnings)
 	if o.manifestURL != "" {
 		b.WithManifestURL(o.manifestURL, o.manifestURLHeaders.h)
 	}
@@ -252,7 +259,7 @@ func run(ctx context.Context, o options) error {
 	shown := make(chan struct{})
 	go func() {
 		defer close(shown)
-		show(ctx, agent, o.statusFile)
+		show(ctx, agent, warnings, o.statusFile)
 	}()
 	err = agent.Run(ctx)
 	<-shown
@@ -292,16 +299,18 @@ func copyShipped(dir string) error {
 
 // PodReport is one pod in the status file.
 type PodReport struct {
-	Namespace  string            `json:"namespace"`
-	Name       string            `json:"name"`
-	UID        string            `json:"uid"`
-	Phase      v1.PodPhase       `json:"phase"`
-	Ready      string            `json:"ready"`
-	Restarts   int32             `json:"restarts"`
-	Reason     string            `json:"reason,omitempty"`
-	PodIP      string            `json:"podIP,omitempty"`
-	HostIP     string            `json:"hostIP,omitempty"`
-	Containers []ContainerReport `json:"containers"`
+	Namespace string      `json:"namespace"`
+	Name      string      `json:"name"`
+	UID       string      `json:"uid"`
+	Phase     v1.PodPhase `json:"phase"`
+	Ready     string      `json:"ready"`
+	Restarts  int32       `json:"restarts"`
+	Reason    string      `json:"reason,omitempty"`
+	PodIP     string      `json:"podIP,omitempty"`
+	HostIP    string      `json:"hostIP,omitempty"`
+	// LastWarning is the pod's last Warning event: "Reason: message".
+	LastWarning string            `json:"lastWarning,omitempty"`
+	Containers  []ContainerReport `json:"containers"`
 }
 
 // ContainerReport is one container in the status file.
@@ -314,7 +323,7 @@ type ContainerReport struct {
 }
 
 // report gathers the status of every pod the agent runs, sorted by name.
-func report(agent *nodekit.Agent) []PodReport {
+func report(agent *nodekit.Agent, warnings *events.LastWarnings) []PodReport {
 	var out []PodReport
 	for _, pod := range agent.Pods() {
 		st, ok := agent.StatusManager().GetPodStatus(pod.UID)
@@ -352,6 +361,9 @@ func report(agent *nodekit.Agent) []PodReport {
 			}
 		}
 		r.Ready = fmt.Sprintf("%d/%d", ready, total)
+		if w, ok := warnings.Last(pod.UID); ok {
+			r.LastWarning = firstLine(w.Reason + ": " + w.Message)
+		}
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -401,9 +413,9 @@ func firstLine(s string) string {
 
 func table(w io.Writer, pods []PodReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD\tPHASE\tREADY\tRESTARTS\tREASON")
+	fmt.Fprintln(tw, "POD\tPHASE\tREADY\tRESTARTS\tREASON\tLAST WARNING")
 	for _, p := range pods {
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\n", p.Namespace, p.Name, p.Phase, p.Ready, p.Restarts, p.Reason)
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\n", p.Namespace, p.Name, p.Phase, p.Ready, p.Restarts, p.Reason, p.LastWarning)
 	}
 	if len(pods) == 0 {
 		fmt.Fprintln(tw, "(no pods yet)")
@@ -414,7 +426,7 @@ func table(w io.Writer, pods []PodReport) {
 // show prints the table every second until ctx ends: on a terminal it
 // redraws the screen, otherwise it prints a new table only when it changed.
 // It also keeps the status file up to date.
-func show(ctx context.Context, agent *nodekit.Agent, statusFile string) {
+func show(ctx context.Context, agent *nodekit.Agent, warnings *events.LastWarnings, statusFile string) {
 	select {
 	case <-agent.Ready():
 	case <-ctx.Done():
@@ -430,7 +442,7 @@ func show(ctx context.Context, agent *nodekit.Agent, statusFile string) {
 	var lastPods []PodReport
 	written := false
 	for {
-		pods := report(agent)
+		pods := report(agent, warnings)
 		var sb strings.Builder
 		table(&sb, pods)
 		if tty {

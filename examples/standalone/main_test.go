@@ -73,13 +73,17 @@ func TestRunFake(t *testing.T) {
 	if s := byName["app-with-sidecar-test"]; s.Phase != "Running" || s.Ready != "2/2" || len(s.Containers) != 2 {
 		t.Errorf("sidecar pod: %+v", s)
 	}
+	for name, p := range byName {
+		t.Logf("%s: last warning %q", name, p.LastWarning)
+	}
 }
 
 func TestTable(t *testing.T) {
 	var sb strings.Builder
-	table(&sb, []PodReport{{Namespace: "default", Name: "crasher-n", Phase: "Running", Ready: "0/1", Restarts: 3, Reason: "flaky: CrashLoopBackOff"}})
-	want := "POD                PHASE    READY  RESTARTS  REASON\n" +
-		"default/crasher-n  Running  0/1    3         flaky: CrashLoopBackOff\n"
+	table(&sb, []PodReport{{Namespace: "default", Name: "crasher-n", Phase: "Running", Ready: "0/1", Restarts: 3, Reason: "flaky: CrashLoopBackOff",
+		LastWarning: "BackOff: Back-off restarting failed container flaky"}})
+	want := "POD                PHASE    READY  RESTARTS  REASON                   LAST WARNING\n" +
+		"default/crasher-n  Running  0/1    3         flaky: CrashLoopBackOff  BackOff: Back-off restarting failed container flaky\n"
 	if sb.String() != want {
 		t.Errorf("table:\n%q\nwant\n%q", sb.String(), want)
 	}
