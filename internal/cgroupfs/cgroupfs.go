@@ -33,7 +33,7 @@ func Detect(root string) (Hierarchy, error) {
 	}
 	mem := filepath.Join(root, "memory")
 	if _, err := os.Stat(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
-		return Hierarchy{}, fmt.Errorf("%w: no %s nor %s under %s: %w",
+		return Hierarchy{}, fmt.Errorf("%w: no cgroup v2 (%s) nor v1 memory controller (%s) under %s: %w",
 			ErrNoHierarchy, "cgroup.controllers", "memory/memory.usage_in_bytes", root, err)
 	}
 	h := Hierarchy{Root: root, Memory: mem, Pids: filepath.Join(root, "pids")}
