@@ -263,6 +263,7 @@ func (p *Provider) podStats(ctx context.Context, gen uint64, now time.Time, pods
 		default:
 			sumContainers(&ps, now)
 		}
+		sumSwap(&ps)
 		if !onlyCPUAndMemory {
 			if sb != nil {
 				addSandboxExtras(&ps, sb)
@@ -354,9 +355,6 @@ func (p *Provider) containerStats(gen uint64, now time.Time, st *runtimeapi.Cont
 	} else {
 		cs.Memory = &statsapi.MemoryStats{Time: metav1.NewTime(now), WorkingSetBytes: u64(0), UsageBytes: u64(0), RSSBytes: u64(0)}
 	}
-	if onlyCPUAndMemory {
-		return cs
-	}
 	if sw := st.GetSwap(); sw != nil {
 		cs.Swap = &statsapi.SwapStats{Time: metav1.NewTime(time.Unix(0, sw.GetTimestamp()))}
 		if v := sw.GetSwapUsageBytes(); v != nil {
@@ -365,6 +363,9 @@ func (p *Provider) containerStats(gen uint64, now time.Time, st *runtimeapi.Cont
 		if v := sw.GetSwapAvailableBytes(); v != nil {
 			cs.Swap.SwapAvailableBytes = u64(v.GetValue())
 		}
+	}
+	if onlyCPUAndMemory {
+		return cs
 	}
 	if wl := st.GetWritableLayer(); wl != nil {
 		cs.Rootfs = &statsapi.FsStats{Time: metav1.NewTime(time.Unix(0, wl.GetTimestamp()))}
@@ -493,4 +494,22 @@ func deref(v *uint64) uint64 {
 		return 0
 	}
 	return *v
+}
+
+// sumSwap makes the pod's swap the sums of its containers' when any
+// reports swap (the CRI has no pod-level swap).
+func sumSwap(ps *statsapi.PodStats) {
+	var usage, avail uint64
+	var t metav1.Time
+	have := false
+	for i := range ps.Containers {
+		if sw := ps.Containers[i].Swap; sw != nil {
+			have, t = true, sw.Time
+			usage += deref(sw.SwapUsageBytes)
+			avail += deref(sw.SwapAvailableBytes)
+		}
+	}
+	if have {
+		ps.Swap = &statsapi.SwapStats{Time: t, SwapUsageBytes: u64(usage), SwapAvailableBytes: u64(avail)}
+	}
 }

@@ -249,7 +249,7 @@ func TestSummaryOnlyCPUAndMemory(t *testing.T) {
 		t.Errorf("pod has more than CPU and memory: %+v", web)
 	}
 	app := container(t, web, "app")
-	if app.Rootfs != nil || app.Logs != nil || app.Swap != nil {
+	if app.Rootfs != nil || app.Logs != nil {
 		t.Errorf("container has more than CPU and memory: %+v", app)
 	}
 	if app.CPU == nil || app.Memory == nil || web.CPU == nil || web.Memory == nil || app.StartTime.IsZero() {
