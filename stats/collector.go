@@ -155,6 +155,8 @@ func (c *ResourceCollector) CollectContext(ctx context.Context, ch chan<- promet
 	ch <- prometheus.MustNewConstMetric(descScrapeError, prometheus.GaugeValue, 0)
 }
 
-func at(t time.Time, m prometheus.Metric) prometheus.Metric { return prometheus.NewMetricWithTimestamp(t, m) }
+func at(t time.Time, m prometheus.Metric) prometheus.Metric {
+	return prometheus.NewMetricWithTimestamp(t, m)
+}
 
 func seconds(ns uint64) float64 { return float64(ns) / float64(time.Second) }
