@@ -61,13 +61,13 @@ func (n noRate) ListContainerStats(ctx context.Context, f *runtimeapi.ContainerS
 }
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	clk *clocktesting.FakeClock
 	rt  *fake.Runtime
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	rt, err := fake.New(fake.Config{Clock: clk, Images: []string{"busybox"}})
@@ -146,7 +146,7 @@ func (e *env) summary(p *Provider, only bool) *summaryT {
 }
 
 // tree writes files (path relative to root -> content) under root.
-func tree(t *testing.T, root string, files map[string]string) {
+func tree(t testing.TB, root string, files map[string]string) {
 	t.Helper()
 	for p, c := range files {
 		full := filepath.Join(root, filepath.FromSlash(p))
@@ -159,7 +159,7 @@ func tree(t *testing.T, root string, files map[string]string) {
 	}
 }
 
-func procTree(t *testing.T) string {
+func procTree(t testing.TB) string {
 	proc := t.TempDir()
 	tree(t, proc, map[string]string{
 		"meminfo":                "MemTotal:        8388608 kB\nMemFree:         1000 kB\n",

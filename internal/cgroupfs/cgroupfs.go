@@ -11,7 +11,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
+
+// maxFile bounds what is read of one cgroup or proc file (memory.stat is
+// a few KiB; a bigger file is read in part).
+const maxFile = 256 << 10
+
+// readFile reads a cgroup or proc file with plain system calls (see
+// fsutil.ReadAtMost: cheaper than os.ReadFile, which matters for the
+// hundreds of small files one summary reads).
+func readFile(name string) ([]byte, error) { return fsutil.ReadAtMost(name, maxFile) }
 
 // Hierarchy says where the controllers are mounted.
 type Hierarchy struct {
@@ -79,7 +90,7 @@ func Sat(a, b uint64) uint64 {
 
 // ReadUint reads a file holding one unsigned number.
 func ReadUint(file string) (uint64, error) {
-	b, err := os.ReadFile(file)
+	b, err := readFile(file)
 	if err != nil {
 		return 0, err
 	}
@@ -96,7 +107,7 @@ func ReadUint(file string) (uint64, error) {
 // Lines that are not "key value" are ignored; a key asked for whose value
 // is not a number is an error.
 func ReadKeyValues(file string, keys ...string) ([]uint64, []bool, error) {
-	b, err := os.ReadFile(file)
+	b, err := readFile(file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,7 +162,7 @@ func MemoryLimit(dir string, v2 bool) (uint64, error) {
 		name = "memory.max"
 	}
 	file := filepath.Join(dir, name)
-	b, err := os.ReadFile(file)
+	b, err := readFile(file)
 	if err != nil {
 		return 0, err
 	}
@@ -230,7 +241,7 @@ func ReadCPUUsage(dir string, v2 bool) (uint64, error) {
 // MemTotal is MemTotal of procRoot/meminfo, in bytes.
 func MemTotal(procRoot string) (uint64, error) {
 	file := filepath.Join(procRoot, "meminfo")
-	b, err := os.ReadFile(file)
+	b, err := readFile(file)
 	if err != nil {
 		return 0, fmt.Errorf("reading MemTotal: %w", err)
 	}
@@ -266,7 +277,7 @@ func PIDs(procRoot string) (maxPID, numProcesses uint64, err error) {
 		return 0, 0, fmt.Errorf("reading threads-max: %w", err)
 	}
 	file := filepath.Join(procRoot, "loadavg")
-	b, err := os.ReadFile(file)
+	b, err := readFile(file)
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the number of processes: %w", err)
 	}
@@ -301,7 +312,7 @@ func BootTime(procRoot string) (time.Time, error) {
 // v2 cgroup, from procRoot/<pid>/cgroup; paths are relative to their
 // hierarchy root, without a leading slash ("" for the root).
 func SelfCgroups(procRoot, pid string) (map[string]string, error) {
-	b, err := os.ReadFile(filepath.Join(procRoot, pid, "cgroup"))
+	b, err := readFile(filepath.Join(procRoot, pid, "cgroup"))
 	if err != nil {
 		return nil, err
 	}
