@@ -1,7 +1,10 @@
 package nodekit
 
 import (
+	"path/filepath"
+
 	"github.com/nodekit/nodekit/stats"
+	"github.com/nodekit/nodekit/syncloop"
 )
 
 // WithStats makes the agent's stats provider (the kubelet's
@@ -15,7 +18,8 @@ import (
 //   - Layout: the container manager's cgroup root and pods cgroup, when
 //     WithContainerManager was called and cfg sets neither Layout nor
 //     CgroupRoot (without either the summary has no cgroup stats);
-//   - NodeFsPath: the agent's root directory; PodLogsRoot: its pod logs.
+//   - NodeFsPath: the agent's root directory; PodLogsRoot: its pod logs;
+//     PodsDir: its pods directory (emptyDir volumes).
 func (b *Builder) WithStats(cfg stats.Config, out **stats.Provider) *Builder {
 	if out == nil {
 		return b.fail("WithStats needs a place for the provider (out is nil)")
@@ -67,6 +71,9 @@ func (bd *build) buildStats(cfg stats.Config) (*stats.Provider, error) {
 	}
 	if cfg.PodLogsRoot == "" {
 		cfg.PodLogsRoot = bd.logsRoot
+	}
+	if cfg.PodsDir == "" && b.rootDir != "" {
+		cfg.PodsDir = filepath.Join(b.rootDir, syncloop.PodsDirName)
 	}
 	p, err := stats.New(cfg)
 	if err != nil {

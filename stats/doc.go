@@ -34,9 +34,11 @@
 //     Unimplemented is not asked again), else the sums over its
 //     containers. Process counts from pids.current or the sandbox stats,
 //     the network from the sandbox stats.
-//   - Ephemeral storage: the containers' writable layers plus their log
-//     files under Config.PodLogsRoot (file sizes). emptyDir volumes are not
-//     measured (VolumeStats stays empty).
+//   - Ephemeral storage: the containers' writable layers, their log files
+//     under Config.PodLogsRoot (file sizes) and the pod's emptyDir volumes
+//     on the node's disk under Config.PodsDir (allocated blocks and
+//     inodes, walked as eviction walks them, at most once per
+//     VolumeStatsPeriod), each volume also in VolumeStats.
 //   - Node: CPU and memory of the root cgroup (working set = usage minus
 //     inactive file; available = MemTotal minus working set), the system
 //     containers "kubelet" (the agent's own cgroups unless configured),

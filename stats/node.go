@@ -361,10 +361,11 @@ func (p *Provider) podLogs(ps *statsapi.PodStats) (map[string][2]uint64, bool) {
 	return out, true
 }
 
-// ephemeralStorage fills each container's Logs and the pod's
-// EphemeralStorage: the writable layers plus the logs, as the kubelet
-// counts them (emptyDir volumes are not measured here).
-func (p *Provider) ephemeralStorage(ps *statsapi.PodStats, fsv *fsView, now time.Time) {
+// ephemeralStorage fills each container's Logs, the pod's VolumeStats
+// (its emptyDir volumes, measured at volsAt) and its EphemeralStorage: the
+// writable layers, the logs and the emptyDir volumes, as the kubelet
+// counts them.
+func (p *Provider) ephemeralStorage(ps *statsapi.PodStats, fsv *fsView, vols []volumeUsage, volsAt, now time.Time) {
 	logs, haveLogs := p.podLogs(ps)
 	var used, inodes uint64
 	var node *statsapi.FsStats
@@ -387,7 +388,17 @@ func (p *Provider) ephemeralStorage(ps *statsapi.PodStats, fsv *fsView, now time
 			inodes += l[1]
 		}
 	}
-	if !haveLogs && len(ps.Containers) == 0 {
+	for _, v := range vols {
+		vs := statsapi.VolumeStats{Name: v.name, FsStats: statsapi.FsStats{
+			Time: metav1.NewTime(volsAt), UsedBytes: u64(v.u.Bytes), InodesUsed: u64(v.u.Inodes)}}
+		if node != nil {
+			vs.AvailableBytes, vs.CapacityBytes, vs.InodesFree, vs.Inodes = node.AvailableBytes, node.CapacityBytes, node.InodesFree, node.Inodes
+		}
+		ps.VolumeStats = append(ps.VolumeStats, vs)
+		used += v.u.Bytes
+		inodes += v.u.Inodes
+	}
+	if !haveLogs && len(ps.Containers) == 0 && len(vols) == 0 {
 		return
 	}
 	e := &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: u64(used), InodesUsed: u64(inodes)}

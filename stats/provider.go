@@ -96,6 +96,15 @@ type Config struct {
 	// (<root>/<namespace>_<name>_<uid>/<container>/): each container's
 	// Logs, and the pod's ephemeral storage, count the sizes of its files.
 	PodLogsRoot string
+	// PodsDir, when set, is the agent's pods directory: the emptyDir
+	// volumes <PodsDir>/<uid>/volumes/kubernetes.io~empty-dir/<volume> on
+	// the node's disk are measured (allocated blocks and inodes, as du)
+	// into the pod's VolumeStats and ephemeral storage.
+	PodsDir string
+	// VolumeStatsPeriod is how long a pod's measured emptyDir volumes are
+	// reused before they are walked again (default 1 minute, the kubelet's
+	// volume stats period); negative is an error.
+	VolumeStatsPeriod time.Duration
 	// ProcRoot is where proc is mounted (default "/proc").
 	ProcRoot string
 
@@ -110,6 +119,7 @@ type Provider struct {
 	log     *zap.Logger
 	clock   clock.PassiveClock
 	rates   rateCache
+	vols    volumeCache
 	created time.Time
 
 	mu           sync.Mutex
@@ -135,7 +145,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	for _, d := range []struct{ name, path string }{
 		{"CgroupRoot", cfg.CgroupRoot}, {"NodeFsPath", cfg.NodeFsPath}, {"ImageFsPath", cfg.ImageFsPath},
-		{"PodLogsRoot", cfg.PodLogsRoot}, {"ProcRoot", cfg.ProcRoot},
+		{"PodLogsRoot", cfg.PodLogsRoot}, {"PodsDir", cfg.PodsDir}, {"ProcRoot", cfg.ProcRoot},
 	} {
 		if d.path != "" && !filepath.IsAbs(d.path) {
 			errs = append(errs, fmt.Errorf("%w: %s %q is not absolute", ErrInvalidConfig, d.name, d.path))
@@ -148,6 +158,11 @@ func New(cfg Config) (*Provider, error) {
 		if _, err := cleanCgroup(c.rel); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, c.name, err))
 		}
+	}
+	if cfg.VolumeStatsPeriod < 0 {
+		errs = append(errs, fmt.Errorf("%w: VolumeStatsPeriod %v is negative", ErrInvalidConfig, cfg.VolumeStatsPeriod))
+	} else if cfg.VolumeStatsPeriod == 0 {
+		cfg.VolumeStatsPeriod = time.Minute
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -217,6 +232,9 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	podStats := p.podStats(ctx, gen, now, pods, cstats, cg, fs, onlyCPUAndMemory)
 	node := p.nodeStats(gen, now, cg, fs, onlyCPUAndMemory)
 	p.rates.end(gen)
+	if !onlyCPUAndMemory {
+		p.endVolumes(gen)
+	}
 	return &statsapi.Summary{Node: node, Pods: podStats}, nil
 }
 
@@ -268,7 +286,8 @@ func (p *Provider) podStats(ctx context.Context, gen uint64, now time.Time, pods
 			if sb != nil {
 				addSandboxExtras(&ps, sb)
 			}
-			p.ephemeralStorage(&ps, fs, now)
+			vols, at := p.podVolumes(ctx, gen, now, string(pod.ID))
+			p.ephemeralStorage(&ps, fs, vols, at, now)
 		}
 		out = append(out, ps)
 	}
