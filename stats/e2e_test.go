@@ -144,11 +144,28 @@ func TestE2ESummaryBusyboxPod(t *testing.T) {
 		*pod.CPU.UsageCoreNanoSeconds, *pod.Memory.WorkingSetBytes,
 		*pod.Containers[0].CPU.UsageCoreNanoSeconds, *pod.Containers[0].Memory.WorkingSetBytes)
 
+	// Without cgroups: the pod's CPU and memory from ListPodSandboxStats
+	// (or the container sums where the runtime has none).
+	sbStats, err := c.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{Id: sb})
+	t.Logf("ListPodSandboxStats: %d sandboxes, err %v; cpu %v, memory %v", len(sbStats), err,
+		firstOrNil(sbStats).GetLinux().GetCpu(), firstOrNil(sbStats).GetLinux().GetMemory())
+	noCgroups, err := stats.New(stats.Config{NodeName: "e2e-node", Runtime: c, Pods: mgr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := noCgroups.Summary(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, problems := check(s, uid); !onlyProblems(problems, "fs: ", "node CPU", "the pods system") {
+		t.Errorf("summary without cgroups: %s", strings.Join(problems, "; "))
+	}
+
 	only, err := p.Summary(ctx, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, problems := check(only, uid); len(problems) > 0 && !onlyFsProblems(problems) {
+	if _, problems := check(only, uid); !onlyProblems(problems, "fs: ") {
 		t.Errorf("only_cpu_and_memory summary: %s", strings.Join(problems, "; "))
 	}
 
@@ -224,13 +241,26 @@ func check(s *statsapi.Summary, uid string) (*statsapi.PodStats, []string) {
 	return pod, problems
 }
 
-func onlyFsProblems(problems []string) bool {
+// onlyProblems: every problem starts with one of the prefixes (what the
+// summary is not expected to have).
+func onlyProblems(problems []string, prefixes ...string) bool {
 	for _, p := range problems {
-		if !strings.HasPrefix(p, "fs: ") {
+		ok := false
+		for _, pre := range prefixes {
+			ok = ok || strings.HasPrefix(p, pre)
+		}
+		if !ok {
 			return false
 		}
 	}
 	return true
+}
+
+func firstOrNil(l []*runtimeapi.PodSandboxStats) *runtimeapi.PodSandboxStats {
+	if len(l) == 0 {
+		return nil
+	}
+	return l[0]
 }
 
 func dump(p *statsapi.PodStats) string {

@@ -114,7 +114,7 @@ func (cg *cgroupView) read(p *Provider, gen uint64, now time.Time, key, rel stri
 // podCPUMemory fills the pod's CPU, memory (and process count) from its
 // cgroup; false when the cgroup could not be read (it went).
 func (cg *cgroupView) podCPUMemory(p *Provider, gen uint64, now time.Time, ps *statsapi.PodStats, rel string, onlyCPUAndMemory bool) bool {
-	cpu, mem, err := cg.read(p, gen, now, "pod/"+ps.PodRef.UID, rel, 0)
+	cpu, mem, err := cg.read(p, gen, now, "pod-cgroup/"+ps.PodRef.UID, rel, 0)
 	if err != nil {
 		if !cgroupfs.IsGone(err) {
 			p.log.Warn("pod cgroup not read", zap.String("pod", ps.PodRef.Namespace+"/"+ps.PodRef.Name), zap.Error(err))

@@ -413,7 +413,7 @@ func (p *Provider) sandboxCPUMemory(gen uint64, ps *statsapi.PodStats, sb *runti
 		if v := cpu.GetUsageNanoCores(); v != nil {
 			ps.CPU.UsageNanoCores = u64(v.GetValue())
 		} else if v := cpu.GetUsageCoreNanoSeconds(); v != nil {
-			if r, ok := p.rates.rate(gen, "pod/"+ps.PodRef.UID, cpu.GetTimestamp(), v.GetValue()); ok {
+			if r, ok := p.rates.rate(gen, "pod-sandbox/"+ps.PodRef.UID, cpu.GetTimestamp(), v.GetValue()); ok {
 				ps.CPU.UsageNanoCores = u64(r)
 			}
 		}
