@@ -144,3 +144,23 @@ func TestSummaryLayoutLate(t *testing.T) {
 		t.Errorf("after the layout: node CPU %+v, web memory %+v", s.Node.CPU, s.pod(t, "web").Memory)
 	}
 }
+
+// An agent whose cpu cgroup is the root (v1, as on a host where only its
+// memory cgroup is its own) reports its memory as "kubelet", not the
+// node's CPU.
+func TestSummaryKubeletInRootCPUCgroup(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	cgroupTree(t, root, false, 9_000_000_000)
+	proc := procTree(t)
+	tree(t, proc, map[string]string{"self/cgroup": "5:memory:/agent\n4:cpu,cpuacct:/\n"})
+	p := e.provider(Config{CgroupRoot: root, ProcRoot: proc})
+	s := e.summary(p, true)
+	if len(s.Node.SystemContainers) != 1 {
+		t.Fatalf("system containers %+v, want kubelet", s.Node.SystemContainers)
+	}
+	k := s.Node.SystemContainers[0]
+	if k.Name != "kubelet" || k.CPU != nil || k.Memory == nil || val(k.Memory.WorkingSetBytes) != uint64(64<<20) {
+		t.Errorf("kubelet %+v: want its memory cgroup's 64Mi and no CPU (its cpu cgroup is the node's)", k)
+	}
+}

@@ -219,8 +219,9 @@ func (p *Provider) systemContainers(gen uint64, now time.Time, cg *cgroupView, m
 			}
 			c.CPU, c.Memory = cpu, mem
 		} else {
-			// v1 with the agent in different cgroups per controller.
-			if dir := cg.h.CPUDir(s.cpu); dir != "" {
+			// v1 with the agent in different cgroups per controller; a
+			// controller where it is in the root cgroup is not its own.
+			if dir := cg.h.CPUDir(s.cpu); dir != "" && s.cpu != "" {
 				if total, err := cgroupfs.ReadCPUUsage(dir, false); err == nil {
 					c.CPU = &statsapi.CPUStats{Time: metav1.NewTime(now), UsageCoreNanoSeconds: u64(total)}
 					if r, ok := p.rates.rate(gen, "sys/"+s.name, now.UnixNano(), total); ok {
@@ -228,7 +229,7 @@ func (p *Provider) systemContainers(gen uint64, now time.Time, cg *cgroupView, m
 					}
 				}
 			}
-			if m, err := cgroupfs.ReadMemory(cg.h.MemoryDir(s.mem), false, false); err == nil {
+			if m, err := cgroupfs.ReadMemory(cg.h.MemoryDir(s.mem), false, false); err == nil && s.mem != "" {
 				c.Memory = &statsapi.MemoryStats{Time: metav1.NewTime(now), UsageBytes: u64(m.Usage), WorkingSetBytes: u64(m.WorkingSet),
 					RSSBytes: u64(m.RSS), PageFaults: u64(m.PageFaults), MajorPageFaults: u64(m.MajorPageFaults)}
 			}

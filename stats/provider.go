@@ -232,6 +232,9 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	podStats := p.podStats(ctx, gen, now, pods, cstats, cg, fs, onlyCPUAndMemory)
 	node := p.nodeStats(gen, now, cg, fs, onlyCPUAndMemory)
 	p.rates.end(gen)
+	if err := ctx.Err(); err != nil {
+		return nil, err // parts were cut short
+	}
 	if !onlyCPUAndMemory {
 		p.endVolumes(gen)
 	}
