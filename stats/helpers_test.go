@@ -49,8 +49,19 @@ func (f fakePods) GetPods(ctx context.Context, all bool) ([]*kubetypes.Pod, erro
 }
 
 // noRate hides the runtime's usageNanoCores, as a runtime that reports
-// only cumulative CPU time does.
+// only cumulative CPU time does (in container and sandbox stats).
 type noRate struct{ *fake.Runtime }
+
+func (n noRate) ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	list, err := n.Runtime.ListPodSandboxStats(ctx, f)
+	for _, s := range list {
+		s.Linux.Cpu.UsageNanoCores = nil
+		for _, c := range s.Linux.Containers {
+			c.Cpu.UsageNanoCores = nil
+		}
+	}
+	return list, err
+}
 
 func (n noRate) ListContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
 	list, err := n.Runtime.ListContainerStats(ctx, f)

@@ -218,18 +218,34 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	if err != nil {
 		return nil, fmt.Errorf("%w: listing pods: %w", ErrStats, err)
 	}
-	cstats, err := p.cfg.Runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
-	if err != nil {
-		return nil, fmt.Errorf("%w: CRI ListContainerStats: %w", ErrStats, err)
+	cg := p.cgroups()
+	podCgroups := cg.podCgroups(p.log)
+	var sandboxes map[string]*runtimeapi.PodSandboxStats // by pod UID
+	if podCgroups == nil || !onlyCPUAndMemory {
+		sandboxes = p.sandboxStats(ctx)
+	}
+	// The sandbox stats carry their containers' stats: ask
+	// ListContainerStats only when they miss a running container.
+	byID := containerStatsOf(sandboxes)
+	if !allListed(pods, byID) {
+		cstats, err := p.cfg.Runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+		if err != nil {
+			return nil, fmt.Errorf("%w: CRI ListContainerStats: %w", ErrStats, err)
+		}
+		byID = make(map[string]*runtimeapi.ContainerStats, len(cstats))
+		for _, st := range cstats {
+			if id := st.GetAttributes().GetId(); id != "" {
+				byID[id] = st
+			}
+		}
 	}
 	now := p.clock.Now()
-	cg := p.cgroups()
 
 	var fs *fsView
 	if !onlyCPUAndMemory {
 		fs = p.fsStats(ctx, now)
 	}
-	podStats := p.podStats(ctx, gen, now, pods, cstats, cg, fs, onlyCPUAndMemory)
+	podStats := p.podStats(ctx, gen, now, pods, byID, cg, podCgroups, sandboxes, fs, onlyCPUAndMemory)
 	node := p.nodeStats(gen, now, cg, fs, onlyCPUAndMemory)
 	p.rates.end(gen)
 	if err := ctx.Err(); err != nil {
@@ -244,19 +260,8 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 // podStats builds one PodStats per running pod, sorted by namespace and
 // name.
 func (p *Provider) podStats(ctx context.Context, gen uint64, now time.Time, pods []*kubetypes.Pod,
-	cstats []*runtimeapi.ContainerStats, cg *cgroupView, fs *fsView, onlyCPUAndMemory bool) []statsapi.PodStats {
-	byID := make(map[string]*runtimeapi.ContainerStats, len(cstats))
-	for _, st := range cstats {
-		if id := st.GetAttributes().GetId(); id != "" {
-			byID[id] = st
-		}
-	}
-	podCgroups := cg.podCgroups(p.log)
-	var sandboxes map[string]*runtimeapi.PodSandboxStats // by pod UID
-	if podCgroups == nil || !onlyCPUAndMemory {
-		sandboxes = p.sandboxStats(ctx)
-	}
-
+	byID map[string]*runtimeapi.ContainerStats, cg *cgroupView, podCgroups map[string]string,
+	sandboxes map[string]*runtimeapi.PodSandboxStats, fs *fsView, onlyCPUAndMemory bool) []statsapi.PodStats {
 	out := make([]statsapi.PodStats, 0, len(pods))
 	for _, pod := range pods {
 		if pod == nil {
@@ -299,6 +304,36 @@ func (p *Provider) podStats(ctx context.Context, gen uint64, now time.Time, pods
 			strings.Compare(a.PodRef.UID, b.PodRef.UID))
 	})
 	return out
+}
+
+// containerStatsOf indexes the container stats in the sandbox stats by
+// container ID.
+func containerStatsOf(sandboxes map[string]*runtimeapi.PodSandboxStats) map[string]*runtimeapi.ContainerStats {
+	n := 0
+	for _, sb := range sandboxes {
+		n += len(sb.GetLinux().GetContainers())
+	}
+	out := make(map[string]*runtimeapi.ContainerStats, n)
+	for _, sb := range sandboxes {
+		for _, st := range sb.GetLinux().GetContainers() {
+			if id := st.GetAttributes().GetId(); id != "" {
+				out[id] = st
+			}
+		}
+	}
+	return out
+}
+
+// allListed: every running container of pods has stats in byID.
+func allListed(pods []*kubetypes.Pod, byID map[string]*runtimeapi.ContainerStats) bool {
+	for _, pod := range pods {
+		for _, c := range podContainers(pod) {
+			if byID[c.ID] == nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // sandboxStats asks ListPodSandboxStats, once it is known to work or
@@ -348,10 +383,10 @@ func (p *Provider) containerStats(gen uint64, now time.Time, st *runtimeapi.Cont
 	if cpu := st.GetCpu(); cpu != nil {
 		cs.CPU = &statsapi.CPUStats{Time: metav1.NewTime(time.Unix(0, cpu.GetTimestamp()))}
 		if v := cpu.GetUsageCoreNanoSeconds(); v != nil {
-			cs.CPU.UsageCoreNanoSeconds = u64(v.GetValue())
+			cs.CPU.UsageCoreNanoSeconds = &v.Value
 		}
 		if v := cpu.GetUsageNanoCores(); v != nil {
-			cs.CPU.UsageNanoCores = u64(v.GetValue())
+			cs.CPU.UsageNanoCores = &v.Value
 		} else if v := cpu.GetUsageCoreNanoSeconds(); v != nil {
 			if r, ok := p.rates.rate(gen, st.GetAttributes().GetId(), cpu.GetTimestamp(), v.GetValue()); ok {
 				cs.CPU.UsageNanoCores = u64(r)
@@ -371,7 +406,7 @@ func (p *Provider) containerStats(gen uint64, now time.Time, st *runtimeapi.Cont
 			{&cs.Memory.PageFaults, m.GetPageFaults()}, {&cs.Memory.MajorPageFaults, m.GetMajorPageFaults()},
 		} {
 			if f.v != nil {
-				*f.dst = u64(f.v.GetValue())
+				*f.dst = &f.v.Value
 			}
 		}
 	} else {
@@ -380,10 +415,10 @@ func (p *Provider) containerStats(gen uint64, now time.Time, st *runtimeapi.Cont
 	if sw := st.GetSwap(); sw != nil {
 		cs.Swap = &statsapi.SwapStats{Time: metav1.NewTime(time.Unix(0, sw.GetTimestamp()))}
 		if v := sw.GetSwapUsageBytes(); v != nil {
-			cs.Swap.SwapUsageBytes = u64(v.GetValue())
+			cs.Swap.SwapUsageBytes = &v.Value
 		}
 		if v := sw.GetSwapAvailableBytes(); v != nil {
-			cs.Swap.SwapAvailableBytes = u64(v.GetValue())
+			cs.Swap.SwapAvailableBytes = &v.Value
 		}
 	}
 	if onlyCPUAndMemory {
@@ -392,10 +427,10 @@ func (p *Provider) containerStats(gen uint64, now time.Time, st *runtimeapi.Cont
 	if wl := st.GetWritableLayer(); wl != nil {
 		cs.Rootfs = &statsapi.FsStats{Time: metav1.NewTime(time.Unix(0, wl.GetTimestamp()))}
 		if v := wl.GetUsedBytes(); v != nil {
-			cs.Rootfs.UsedBytes = u64(v.GetValue())
+			cs.Rootfs.UsedBytes = &v.Value
 		}
 		if v := wl.GetInodesUsed(); v != nil {
-			cs.Rootfs.InodesUsed = u64(v.GetValue())
+			cs.Rootfs.InodesUsed = &v.Value
 		}
 		if f := fs.containerFs(); f != nil {
 			cs.Rootfs.AvailableBytes, cs.Rootfs.CapacityBytes = f.AvailableBytes, f.CapacityBytes
@@ -411,10 +446,10 @@ func (p *Provider) sandboxCPUMemory(gen uint64, ps *statsapi.PodStats, sb *runti
 	if cpu := l.GetCpu(); cpu != nil {
 		ps.CPU = &statsapi.CPUStats{Time: metav1.NewTime(time.Unix(0, cpu.GetTimestamp()))}
 		if v := cpu.GetUsageCoreNanoSeconds(); v != nil {
-			ps.CPU.UsageCoreNanoSeconds = u64(v.GetValue())
+			ps.CPU.UsageCoreNanoSeconds = &v.Value
 		}
 		if v := cpu.GetUsageNanoCores(); v != nil {
-			ps.CPU.UsageNanoCores = u64(v.GetValue())
+			ps.CPU.UsageNanoCores = &v.Value
 		} else if v := cpu.GetUsageCoreNanoSeconds(); v != nil {
 			if r, ok := p.rates.rate(gen, "pod-sandbox/"+ps.PodRef.UID, cpu.GetTimestamp(), v.GetValue()); ok {
 				ps.CPU.UsageNanoCores = u64(r)
@@ -424,22 +459,22 @@ func (p *Provider) sandboxCPUMemory(gen uint64, ps *statsapi.PodStats, sb *runti
 	if m := l.GetMemory(); m != nil {
 		ps.Memory = &statsapi.MemoryStats{Time: metav1.NewTime(time.Unix(0, m.GetTimestamp()))}
 		if v := m.GetWorkingSetBytes(); v != nil {
-			ps.Memory.WorkingSetBytes = u64(v.GetValue())
+			ps.Memory.WorkingSetBytes = &v.Value
 		}
 		if v := m.GetUsageBytes(); v != nil {
-			ps.Memory.UsageBytes = u64(v.GetValue())
+			ps.Memory.UsageBytes = &v.Value
 		}
 		if v := m.GetRssBytes(); v != nil {
-			ps.Memory.RSSBytes = u64(v.GetValue())
+			ps.Memory.RSSBytes = &v.Value
 		}
 		if v := m.GetAvailableBytes(); v != nil {
-			ps.Memory.AvailableBytes = u64(v.GetValue())
+			ps.Memory.AvailableBytes = &v.Value
 		}
 		if v := m.GetPageFaults(); v != nil {
-			ps.Memory.PageFaults = u64(v.GetValue())
+			ps.Memory.PageFaults = &v.Value
 		}
 		if v := m.GetMajorPageFaults(); v != nil {
-			ps.Memory.MajorPageFaults = u64(v.GetValue())
+			ps.Memory.MajorPageFaults = &v.Value
 		}
 	}
 }
@@ -463,16 +498,16 @@ func addSandboxExtras(ps *statsapi.PodStats, sb *runtimeapi.PodSandboxStats) {
 func criInterface(i *runtimeapi.NetworkInterfaceUsage) statsapi.InterfaceStats {
 	s := statsapi.InterfaceStats{Name: i.GetName()}
 	if v := i.GetRxBytes(); v != nil {
-		s.RxBytes = u64(v.GetValue())
+		s.RxBytes = &v.Value
 	}
 	if v := i.GetRxErrors(); v != nil {
-		s.RxErrors = u64(v.GetValue())
+		s.RxErrors = &v.Value
 	}
 	if v := i.GetTxBytes(); v != nil {
-		s.TxBytes = u64(v.GetValue())
+		s.TxBytes = &v.Value
 	}
 	if v := i.GetTxErrors(); v != nil {
-		s.TxErrors = u64(v.GetValue())
+		s.TxErrors = &v.Value
 	}
 	return s
 }
@@ -534,4 +569,11 @@ func sumSwap(ps *statsapi.PodStats) {
 	if have {
 		ps.Swap = &statsapi.SwapStats{Time: t, SwapUsageBytes: u64(usage), SwapAvailableBytes: u64(avail)}
 	}
+}
+
+func podContainers(p *kubetypes.Pod) []*kubetypes.Container {
+	if p == nil {
+		return nil
+	}
+	return p.Containers
 }

@@ -199,8 +199,9 @@ func TestSummaryContainerGoneBetweenCalls(t *testing.T) {
 	ids := e.runPod("default", "web", "uid-web", map[string][2]string{"a": {"100m", "1Mi"}, "b": {"200m", "1Mi"}})
 	p := e.provider(Config{Runtime: noRate{e.rt}})
 	e.summary(p, true)
-	if n := p.rates.len(); n != 2 {
-		t.Fatalf("rate cache holds %d samples, want 2", n)
+	// Samples: each container's and the pod's (from its sandbox stats).
+	if n := p.rates.len(); n != 3 {
+		t.Fatalf("rate cache holds %d samples, want 3", n)
 	}
 	if err := e.rt.StopContainer(e.ctx, ids["b"], 0); err != nil {
 		t.Fatal(err)
@@ -217,16 +218,16 @@ func TestSummaryContainerGoneBetweenCalls(t *testing.T) {
 	if got := val(web.Containers[0].CPU.UsageNanoCores); got != uint64(100_000_000) {
 		t.Errorf("a's rate %v, want 100000000", got)
 	}
-	if n := p.rates.len(); n != 1 {
-		t.Errorf("rate cache holds %d samples after b went, want 1", n)
+	if n := p.rates.len(); n != 2 {
+		t.Errorf("rate cache holds %d samples after b went, want 2", n)
 	}
 	e.runPod("default", "late", "uid-late", map[string][2]string{"c": {"100m", "1Mi"}})
 	s = e.summary(p, true)
 	if c := container(t, s.pod(t, "late"), "c"); c.CPU.UsageNanoCores != nil {
 		t.Errorf("a new container has a rate %d on its first sample", *c.CPU.UsageNanoCores)
 	}
-	if n := p.rates.len(); n != 2 {
-		t.Errorf("rate cache holds %d samples, want 2", n)
+	if n := p.rates.len(); n != 4 {
+		t.Errorf("rate cache holds %d samples, want 4", n)
 	}
 }
 
@@ -265,6 +266,7 @@ func (f failingStats) ListContainerStats(context.Context, *runtimeapi.ContainerS
 
 func TestSummaryErrors(t *testing.T) {
 	e := newEnv(t)
+	e.runPod("default", "web", "uid-web", map[string][2]string{"app": {"100m", "4Mi"}})
 	p := e.provider(Config{Runtime: failingStats{status.Error(codes.Unavailable, "down")}})
 	if _, err := p.Summary(e.ctx, false); !errors.Is(err, ErrStats) || !strings.Contains(err.Error(), "ListContainerStats") {
 		t.Errorf("Summary with a failing runtime = %v, want ErrStats naming ListContainerStats", err)
@@ -300,5 +302,26 @@ func TestSummarySandboxStatsUnimplementedAskedOnce(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Errorf("ListPodSandboxStats asked %d times, want 1", calls)
+	}
+}
+
+// The sandbox stats carry the containers' stats: ListContainerStats is
+// asked only when they miss a running container.
+func TestSummaryContainerStatsFromSandboxStats(t *testing.T) {
+	e := newEnv(t)
+	e.runPod("default", "web", "uid-web", map[string][2]string{"app": {"100m", "4Mi"}})
+	p := e.provider(Config{})
+	s := e.summary(p, true)
+	if got := val(container(t, s.pod(t, "web"), "app").CPU.UsageNanoCores); got != uint64(100_000_000) {
+		t.Errorf("app rate %v", got)
+	}
+	if n := e.rt.CountCalls("ListContainerStats"); n != 0 {
+		t.Errorf("ListContainerStats asked %d times though the sandbox stats had every container", n)
+	}
+	calls := 0
+	p = e.provider(Config{Runtime: noSandboxStats{e.rt, &calls}})
+	s = e.summary(p, true)
+	if len(s.pod(t, "web").Containers) != 1 || e.rt.CountCalls("ListContainerStats") != 1 {
+		t.Errorf("without sandbox stats: containers %+v, ListContainerStats asked %d times", s.pod(t, "web").Containers, e.rt.CountCalls("ListContainerStats"))
 	}
 }
