@@ -26,8 +26,10 @@
 //   - Pods: the running pods as Config.Pods lists them (name, namespace,
 //     UID; the newest sandbox's creation time is the pod's start time, as
 //     the kubelet reports it), sorted by namespace and name.
-//   - Containers: CRI ListContainerStats (CPU, memory, swap, writable
-//     layer), the container's creation time as its start time.
+//   - Containers: their CRI stats (CPU, memory, swap, writable layer) from
+//     ListPodSandboxStats when it was asked and has every running
+//     container, else from ListContainerStats; the container's creation
+//     time as its start time. Values point into the CRI messages.
 //   - Pod CPU and memory: the pod's cgroup when a pods cgroup is set and
 //     the pod has one (as the kubelet reads it through cAdvisor), else the
 //     CRI's ListPodSandboxStats when the runtime has it (one that answers
