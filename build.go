@@ -71,6 +71,7 @@ const (
 	rankCPU
 	rankMemory
 	rankContainerdEvents
+	rankStats
 )
 
 // wirings returns the recorded wirings in rank order. (A hand-written

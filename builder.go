@@ -112,6 +112,7 @@ type settings struct {
 	cpuMgr           *cpumanager.Manager
 	memoryMgr        *memorymanager.Manager
 	withEviction     bool
+	withStats        bool
 	clusters         []Cluster
 	containerdEvents bool
 	// misuse holds the problems of With calls (a nil manager, a call made

@@ -34,6 +34,15 @@
 // each WithEventRecorder; clusterapiserver.Wire adds the API server's
 // (events/apiserver). Recording never blocks a part.
 //
+// The stats the kubelet serves on /stats/summary and /metrics/resource come
+// from a stats.Provider wired to the agent's runtime, its pods, the container
+// manager's cgroups (when WithContainerManager is used) and its root
+// directory, made by Build:
+//
+//	var summary *stats.Provider
+//	b.WithStats(stats.Config{}, &summary) // after Build: summary.Summary(ctx, onlyCPUAndMemory)
+//	reg.MustRegister(stats.NewResourceCollector(summary, stats.CollectorConfig{}))
+//
 // Stopping the agent does not stop the pods: containers keep running, and an
 // agent started again with the same root directory and sources takes them
 // over without restarting them (the runtime's labels say which pod each

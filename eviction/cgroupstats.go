@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/cgroupfs"
 	"github.com/nodekit/nodekit/lifecycle"
 )
 
@@ -219,16 +218,11 @@ type hierarchy struct {
 }
 
 func (s *CgroupStats) detect() (hierarchy, error) {
-	root := s.cfg.CgroupRoot
-	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
-		return hierarchy{v2: true, memory: root, pids: root}, nil
+	h, err := cgroupfs.Detect(s.cfg.CgroupRoot)
+	if err != nil {
+		return hierarchy{}, err
 	}
-	mem := filepath.Join(root, "memory")
-	if _, err := os.Stat(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
-		return hierarchy{}, fmt.Errorf("no cgroup v2 (%s) nor v1 memory controller (%s) under %s: %w",
-			"cgroup.controllers", "memory/memory.usage_in_bytes", root, err)
-	}
-	return hierarchy{memory: mem, pids: filepath.Join(root, "pids")}, nil
+	return hierarchy{v2: h.V2, memory: h.Memory, pids: h.Pids}, nil
 }
 
 // Summary reads one observation of the node and its pods.
@@ -307,29 +301,7 @@ func memoryStats(capacity, workingSet uint64) *MemoryStats {
 	return &MemoryStats{AvailableBytes: avail, WorkingSetBytes: workingSet}
 }
 
-func (s *CgroupStats) memTotal() (uint64, error) {
-	file := filepath.Join(s.cfg.ProcRoot, "meminfo")
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, fmt.Errorf("reading MemTotal: %w", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		rest, ok := strings.CutPrefix(line, "MemTotal:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			break
-		}
-		kb, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil || kb > math.MaxUint64/1024 {
-			return 0, fmt.Errorf("%s: bad MemTotal %q", file, strings.TrimSpace(rest))
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("%s: no MemTotal", file)
-}
+func (s *CgroupStats) memTotal() (uint64, error) { return cgroupfs.MemTotal(s.cfg.ProcRoot) }
 
 func (s *CgroupStats) nodeWorkingSet(h hierarchy) (uint64, error) {
 	if !h.v2 {
@@ -349,149 +321,41 @@ func (s *CgroupStats) nodeWorkingSet(h hierarchy) (uint64, error) {
 	return sat(v[0]+v[1], v[2]), nil
 }
 
-func sat(a, b uint64) uint64 {
-	if a < b {
-		return 0
-	}
-	return a - b
-}
+// The readers are internal/cgroupfs's, shared with the stats package.
+func sat(a, b uint64) uint64 { return cgroupfs.Sat(a, b) }
 
-// cgroupWorkingSet is usage - inactive file of the memory cgroup dir.
-func cgroupWorkingSet(dir string, v2 bool) (uint64, error) {
-	usageFile, inactiveKey := "memory.usage_in_bytes", "total_inactive_file"
-	if v2 {
-		usageFile, inactiveKey = "memory.current", "inactive_file"
-	}
-	usage, err := readUint(filepath.Join(dir, usageFile))
-	if err != nil {
-		return 0, err
-	}
-	v, _, err := readKeyValues(filepath.Join(dir, "memory.stat"), inactiveKey)
-	if err != nil {
-		return 0, err
-	}
-	return sat(usage, v[0]), nil
-}
+func cgroupWorkingSet(dir string, v2 bool) (uint64, error) { return cgroupfs.WorkingSet(dir, v2) }
 
-func cgroupMemoryLimit(dir string, v2 bool) (uint64, error) {
-	name := "memory.limit_in_bytes"
-	if v2 {
-		name = "memory.max"
-	}
-	file := filepath.Join(dir, name)
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, err
-	}
-	v := strings.TrimSpace(string(b))
-	if v == "max" {
-		return math.MaxUint64, nil
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: not a number: %q", file, v)
-	}
-	return n, nil
-}
+func cgroupMemoryLimit(dir string, v2 bool) (uint64, error) { return cgroupfs.MemoryLimit(dir, v2) }
 
-func readUint(file string) (uint64, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, err
-	}
-	v := strings.TrimSpace(string(b))
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: not a number: %q", file, v)
-	}
-	return n, nil
-}
+func readUint(file string) (uint64, error) { return cgroupfs.ReadUint(file) }
 
-// readKeyValues parses a flat-keyed file ("key value" per line) and
-// returns the values of keys (0 for a key not there) and which were found.
-// Lines that are not "key value" are ignored; a key asked for whose value
-// is not a number is an error.
 func readKeyValues(file string, keys ...string) ([]uint64, []bool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, nil, err
-	}
-	vals, found := make([]uint64, len(keys)), make([]bool, len(keys))
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		k, v, ok := bytes.Cut(bytes.TrimSpace(line), []byte{' '})
-		if !ok {
-			continue
-		}
-		for i, want := range keys {
-			if string(k) != want {
-				continue
-			}
-			v = bytes.TrimSpace(v)
-			n, err := strconv.ParseUint(string(v), 10, 64)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %s is not a number: %q", file, k, v)
-			}
-			vals[i], found[i] = n, true
-		}
-	}
-	return vals, found, nil
+	return cgroupfs.ReadKeyValues(file, keys...)
 }
 
-// podUID returns the UID a pod cgroup directory is named for: "pod<uid>"
-// (cgroupfs) or "<prefix>-pod<uid with _ for ->.slice" (systemd).
+// podUID returns the UID a pod cgroup directory is named for (see
+// cgroupfs.PodUID).
 func podUID(name string) (types.UID, bool) {
-	if rest, ok := strings.CutPrefix(name, "pod"); ok && rest != "" && !strings.HasSuffix(name, ".slice") {
-		return types.UID(rest), true
-	}
-	if base, ok := strings.CutSuffix(name, ".slice"); ok {
-		if i := strings.LastIndex(base, "-pod"); i >= 0 && i+4 < len(base) {
-			return types.UID(strings.ReplaceAll(base[i+4:], "_", "-")), true
-		}
-	}
-	return "", false
+	uid, ok := cgroupfs.PodUID(name)
+	return types.UID(uid), ok
 }
 
 // pods lists the pod cgroups directly under the pods cgroup and under its
 // non-pod children (the QoS cgroups). A pod cgroup that vanishes while it
 // is read is skipped.
 func (s *CgroupStats) pods(ctx context.Context, h hierarchy) ([]PodStats, error) {
-	podsRel := filepath.FromSlash(s.cfg.PodsCgroup)
-	top := filepath.Join(h.memory, podsRel)
-	entries, err := os.ReadDir(top)
+	list, err := cgroupfs.ListPodCgroups(h.memory, s.cfg.PodsCgroup)
 	if err != nil {
-		return nil, fmt.Errorf("pods cgroup: %w", err)
+		return nil, err
 	}
 	type podDir struct {
 		uid types.UID
 		rel string // relative to a hierarchy root
 	}
-	var dirs []podDir
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		if uid, ok := podUID(e.Name()); ok {
-			dirs = append(dirs, podDir{uid, filepath.Join(podsRel, e.Name())})
-			continue
-		}
-		sub, err := os.ReadDir(filepath.Join(top, e.Name()))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			return nil, fmt.Errorf("pods cgroup: %w", err)
-		}
-		for _, se := range sub {
-			if uid, ok := podUID(se.Name()); ok && se.IsDir() {
-				dirs = append(dirs, podDir{uid, filepath.Join(podsRel, e.Name(), se.Name())})
-			}
-		}
+	dirs := make([]podDir, 0, len(list))
+	for _, c := range list {
+		dirs = append(dirs, podDir{types.UID(c.UID), c.Rel})
 	}
 	out := make([]PodStats, 0, len(dirs))
 	for _, d := range dirs {
@@ -500,7 +364,7 @@ func (s *CgroupStats) pods(ctx context.Context, h hierarchy) ([]PodStats, error)
 		}
 		ws, err := cgroupWorkingSet(filepath.Join(h.memory, d.rel), h.v2)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoDevice) {
+			if cgroupfs.IsGone(err) {
 				s.log.Debug("pod cgroup vanished while read", zap.String("uid", string(d.uid)))
 				continue
 			}
@@ -508,7 +372,7 @@ func (s *CgroupStats) pods(ctx context.Context, h hierarchy) ([]PodStats, error)
 		}
 		procs, err := s.podProcesses(h, d.rel)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoDevice) {
+			if cgroupfs.IsGone(err) {
 				s.log.Debug("pod cgroup vanished while read", zap.String("uid", string(d.uid)))
 				continue
 			}
@@ -562,29 +426,18 @@ func (s *CgroupStats) podProcesses(h hierarchy, rel string) (uint64, error) {
 }
 
 func (s *CgroupStats) pidStats() (*PIDStats, error) {
-	pidMax, err := readUint(filepath.Join(s.cfg.ProcRoot, "sys", "kernel", "pid_max"))
+	maxPID, n, err := cgroupfs.PIDs(s.cfg.ProcRoot)
 	if err != nil {
-		return nil, fmt.Errorf("reading pid_max: %w", err)
+		return nil, err
 	}
-	if threads, err := readUint(filepath.Join(s.cfg.ProcRoot, "sys", "kernel", "threads-max")); err == nil {
-		pidMax = min(pidMax, threads)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading threads-max: %w", err)
-	}
-	file := filepath.Join(s.cfg.ProcRoot, "loadavg")
-	b, err := os.ReadFile(file)
+	return &PIDStats{MaxPID: maxPID, NumProcesses: n}, nil
+}
+
+// statfs measures the file system holding path.
+func statfs(path string) (*FsStats, error) {
+	s, err := cgroupfs.Statfs(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the number of processes: %w", err)
+		return nil, err
 	}
-	// "0.10 0.20 0.30 2/345 6789": running/total scheduling entities.
-	f := strings.Fields(string(b))
-	if len(f) < 4 {
-		return nil, fmt.Errorf("%s: want 5 fields, got %q", file, strings.TrimSpace(string(b)))
-	}
-	_, total, ok := strings.Cut(f[3], "/")
-	n, err := strconv.ParseUint(total, 10, 64)
-	if !ok || err != nil {
-		return nil, fmt.Errorf("%s: bad process count %q", file, f[3])
-	}
-	return &PIDStats{MaxPID: pidMax, NumProcesses: n}, nil
+	return &FsStats{AvailableBytes: s.Available, CapacityBytes: s.Capacity, InodesFree: s.InodesFree, Inodes: s.Inodes}, nil
 }

@@ -1,4 +1,4 @@
-package eviction
+package fsutil
 
 import (
 	"context"
@@ -9,15 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// duMaxDepth bounds how deep a disk-usage walk descends (each level holds
-// one open directory). Deeper directories are counted themselves but not
-// entered, and the walk reports that it was cut short.
-const duMaxDepth = 64
-
-// duCheckEvery is how many entries a walk reads between checks of its
-// context.
-const duCheckEvery = 256
 
 // inodeKey identifies a file with several hard links, counted once.
 type inodeKey struct{ dev, ino uint64 }
@@ -34,11 +25,11 @@ type duWalker struct {
 	dev       uint64
 	links     map[inodeKey]struct{}
 	entries   int
-	truncated bool // a directory deeper than duMaxDepth was not entered
+	truncated bool // a directory deeper than DiskUsageMaxDepth was not entered
 }
 
-func statUsage(st *unix.Stat_t) diskUsage {
-	return diskUsage{Bytes: uint64(st.Blocks) * 512, Inodes: 1}
+func statUsage(st *unix.Stat_t) Usage {
+	return Usage{Bytes: uint64(st.Blocks) * 512, Inodes: 1}
 }
 
 // duOpen opens path as a directory without following a final symbolic
@@ -56,41 +47,41 @@ func duOpen(path string) (int, *unix.Stat_t, error) {
 	return fd, &st, nil
 }
 
-// duDir measures the directory at path and, for each entry directly in it
+// DiskUsage measures the directory at path and, for each entry directly in it
 // on the same file system, that entry's own total (a file, or a
 // subdirectory with all below it), passed to child. A missing path is
 // fs.ErrNotExist. truncated says a part was too deep to measure.
-func duDir(ctx context.Context, path string, child func(name string, isDir bool, u diskUsage)) (total diskUsage, truncated bool, err error) {
+func DiskUsage(ctx context.Context, path string, child func(name string, isDir bool, u Usage)) (total Usage, truncated bool, err error) {
 	fd, st, err := duOpen(path)
 	if err != nil {
-		return diskUsage{}, false, err
+		return Usage{}, false, err
 	}
 	w := &duWalker{ctx: ctx, dev: uint64(st.Dev)}
 	total = statUsage(st)
 	u, err := w.walk(fd, 0, child)
 	if err != nil {
-		return diskUsage{}, false, fmt.Errorf("disk usage of %s: %w", path, err)
+		return Usage{}, false, fmt.Errorf("disk usage of %s: %w", path, err)
 	}
 	total.add(u)
 	return total, w.truncated, nil
 }
 
 // walk measures what is below the open directory fd, which it closes.
-func (w *duWalker) walk(fd int, depth int, child func(string, bool, diskUsage)) (diskUsage, error) {
+func (w *duWalker) walk(fd int, depth int, child func(string, bool, Usage)) (Usage, error) {
 	f := os.NewFile(uintptr(fd), "")
 	defer f.Close()
-	var sum diskUsage
+	var sum Usage
 	for {
 		names, rerr := f.Readdirnames(512)
 		for _, name := range names {
-			if w.entries++; w.entries%duCheckEvery == 0 {
+			if w.entries++; w.entries%DiskUsageCheckEvery == 0 {
 				if err := w.ctx.Err(); err != nil {
-					return diskUsage{}, err
+					return Usage{}, err
 				}
 			}
 			u, isDir, err := w.entry(fd, name, depth)
 			if err != nil {
-				return diskUsage{}, err
+				return Usage{}, err
 			}
 			if child != nil && u.Inodes > 0 {
 				child(name, isDir, u)
@@ -101,7 +92,7 @@ func (w *duWalker) walk(fd int, depth int, child func(string, bool, diskUsage)) 
 			break
 		}
 		if rerr != nil {
-			return diskUsage{}, rerr
+			return Usage{}, rerr
 		}
 	}
 	return sum, nil
@@ -110,22 +101,22 @@ func (w *duWalker) walk(fd int, depth int, child func(string, bool, diskUsage)) 
 // entry measures one entry of the directory fd: nothing for a mount point
 // or a hard link already counted, the entry itself, and for a directory
 // all below it.
-func (w *duWalker) entry(fd int, name string, depth int) (u diskUsage, isDir bool, err error) {
+func (w *duWalker) entry(fd int, name string, depth int) (u Usage, isDir bool, err error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return diskUsage{}, false, nil // removed while walking
+			return Usage{}, false, nil // removed while walking
 		}
-		return diskUsage{}, false, fmt.Errorf("stat %s: %w", name, err)
+		return Usage{}, false, fmt.Errorf("stat %s: %w", name, err)
 	}
 	if uint64(st.Dev) != w.dev {
-		return diskUsage{}, false, nil
+		return Usage{}, false, nil
 	}
 	isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 	if !isDir && st.Nlink > 1 {
 		k := inodeKey{uint64(st.Dev), st.Ino}
 		if _, seen := w.links[k]; seen {
-			return diskUsage{}, false, nil
+			return Usage{}, false, nil
 		}
 		if w.links == nil {
 			w.links = map[inodeKey]struct{}{}
@@ -136,7 +127,7 @@ func (w *duWalker) entry(fd int, name string, depth int) (u diskUsage, isDir boo
 	if !isDir {
 		return u, false, nil
 	}
-	if depth+1 >= duMaxDepth {
+	if depth+1 >= DiskUsageMaxDepth {
 		w.truncated = true
 		return u, true, nil
 	}
@@ -145,7 +136,7 @@ func (w *duWalker) entry(fd int, name string, depth int) (u diskUsage, isDir boo
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return u, true, nil // removed or replaced while walking
 		}
-		return diskUsage{}, false, fmt.Errorf("open %s: %w", name, err)
+		return Usage{}, false, fmt.Errorf("open %s: %w", name, err)
 	}
 	// Check the directory opened is the one measured (not a mount or a
 	// directory swapped in since the stat).
@@ -156,7 +147,7 @@ func (w *duWalker) entry(fd int, name string, depth int) (u diskUsage, isDir boo
 	}
 	sub, err := w.walk(cfd, depth+1, nil)
 	if err != nil {
-		return diskUsage{}, false, fmt.Errorf("in %s: %w", name, err)
+		return Usage{}, false, fmt.Errorf("in %s: %w", name, err)
 	}
 	u.add(sub)
 	return u, true, nil
