@@ -41,7 +41,7 @@
 //
 //	var summary *stats.Provider
 //	b.WithStats(stats.Config{}, &summary) // after Build: summary.Summary(ctx, onlyCPUAndMemory)
-//	reg.MustRegister(stats.NewResourceCollector(summary, stats.CollectorConfig{}))
+//	reg.MustRegister(stats.NewResourceCollector(summary, stats.CollectorConfig{Context: ctx}))
 //
 // Stopping the agent does not stop the pods: containers keep running, and an
 // agent started again with the same root directory and sources takes them

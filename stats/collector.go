@@ -16,6 +16,12 @@ type SummaryProvider interface {
 
 // CollectorConfig configures a ResourceCollector.
 type CollectorConfig struct {
+	// Context is the parent of every scrape made through Collect (whose
+	// prometheus.Collector signature has no context of its own): the
+	// context of the server or agent that serves the metrics, so a scrape
+	// ends when it stops. Required for Collect; nil makes Collect report
+	// a scrape error. CollectContext takes its own.
+	Context context.Context
 	// Timeout bounds each scrape's Summary (default 10 s).
 	Timeout time.Duration
 	Logger  *zap.Logger
@@ -81,6 +87,7 @@ func newDescs() descs {
 type ResourceCollector struct {
 	d       descs
 	p       SummaryProvider
+	base    context.Context // parent of Collect's scrapes
 	timeout time.Duration
 	log     *zap.Logger
 }
@@ -95,7 +102,7 @@ func NewResourceCollector(p SummaryProvider, cfg CollectorConfig) *ResourceColle
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &ResourceCollector{d: newDescs(), p: p, timeout: cfg.Timeout, log: cfg.Logger.Named("stats.resource")}
+	return &ResourceCollector{d: newDescs(), p: p, base: cfg.Context, timeout: cfg.Timeout, log: cfg.Logger.Named("stats.resource")}
 }
 
 // Describe sends the descriptors of every metric the collector reports.
@@ -108,14 +115,18 @@ func (c *ResourceCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect takes one summary and sends its metrics.
 func (c *ResourceCollector) Collect(ch chan<- prometheus.Metric) {
-	//nodekit:allow context prometheus.Collector.Collect has no context; the scrape is bounded by Timeout
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	c.CollectContext(ctx, ch)
+	if c.base == nil {
+		c.log.Warn("no summary for the resource metrics: CollectorConfig.Context is not set")
+		ch <- prometheus.MustNewConstMetric(c.d.scrapeError, prometheus.GaugeValue, 1)
+		return
+	}
+	c.CollectContext(c.base, ch)
 }
 
-// CollectContext is Collect under ctx.
+// CollectContext is Collect under ctx (bounded by Timeout).
 func (c *ResourceCollector) CollectContext(ctx context.Context, ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	s, err := c.p.Summary(ctx, true)
 	if err != nil {
 		c.log.Warn("no summary for the resource metrics", zap.Error(err))

@@ -50,7 +50,7 @@ func TestResourceCollectorOutput(t *testing.T) {
 			},
 		}},
 	}}
-	c := NewResourceCollector(f, CollectorConfig{})
+	c := NewResourceCollector(f, CollectorConfig{Context: t.Context()})
 	want := `
 # HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
 # TYPE container_cpu_usage_seconds_total counter
@@ -99,7 +99,22 @@ resource_scrape_error 0
 }
 
 func TestResourceCollectorScrapeError(t *testing.T) {
-	c := NewResourceCollector(&fixedSummary{err: errors.New("runtime down")}, CollectorConfig{})
+	c := NewResourceCollector(&fixedSummary{err: errors.New("runtime down")}, CollectorConfig{Context: t.Context()})
+	want := `
+# HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE resource_scrape_error gauge
+resource_scrape_error 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// Without a Context, Collect has nothing to bound its scrape by: it
+// reports a scrape error rather than asking for a summary.
+func TestResourceCollectorWithoutContext(t *testing.T) {
+	f := &fixedSummary{err: errors.New("must not be asked")}
+	c := NewResourceCollector(f, CollectorConfig{})
 	want := `
 # HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
 # TYPE resource_scrape_error gauge
@@ -117,7 +132,7 @@ func TestResourceCollectorOnFakeRuntime(t *testing.T) {
 	e.runPod("default", "web", "uid-web", map[string][2]string{"app": {"500m", "3Mi"}})
 	e.clk.Step(4 * time.Second)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewResourceCollector(e.provider(Config{}), CollectorConfig{}))
+	reg.MustRegister(NewResourceCollector(e.provider(Config{}), CollectorConfig{Context: t.Context()}))
 	want := `
 # HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
 # TYPE container_cpu_usage_seconds_total counter

@@ -15,7 +15,7 @@
 //	})
 //	summary, err := p.Summary(ctx, false)          // /stats/summary
 //	cpuMem, err := p.Summary(ctx, true)            // ?only_cpu_and_memory=true
-//	reg.MustRegister(stats.NewResourceCollector(p, stats.CollectorConfig{})) // /metrics/resource
+//	reg.MustRegister(stats.NewResourceCollector(p, stats.CollectorConfig{Context: ctx})) // /metrics/resource
 //
 // An agent built with nodekit's Builder gets a provider wired to its
 // runtime, its container manager's cgroups and its root directory with

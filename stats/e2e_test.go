@@ -170,7 +170,7 @@ func TestE2ESummaryBusyboxPod(t *testing.T) {
 	}
 
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(stats.NewResourceCollector(p, stats.CollectorConfig{}))
+	reg.MustRegister(stats.NewResourceCollector(p, stats.CollectorConfig{Context: t.Context()}))
 	n, err := testutil.GatherAndCount(reg, "container_cpu_usage_seconds_total", "container_memory_working_set_bytes",
 		"pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes", "node_cpu_usage_seconds_total", "node_memory_working_set_bytes")
 	if err != nil {
