@@ -418,6 +418,7 @@ func (bd *build) connect() {
 			w.connect(bd)
 		}
 	}
+	bd.buildLogRotation()
 	a.parts = append(a.parts, b.parts...)
 	bd.clusterParts()
 }

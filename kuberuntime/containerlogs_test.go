@@ -19,14 +19,16 @@ import (
 
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
+	"github.com/nodekit/nodekit/kubetypes"
 )
 
 type logsEnv struct {
-	t   *testing.T
-	clk *clocktesting.FakeClock
-	cri *fake.Runtime
-	m   *kuberuntime.Manager
-	pod *v1.Pod
+	t    *testing.T
+	clk  *clocktesting.FakeClock
+	cri  *fake.Runtime
+	m    *kuberuntime.Manager
+	pod  *v1.Pod
+	root string // PodLogsRoot
 }
 
 func newLogsEnv(t *testing.T, policy v1.RestartPolicy) *logsEnv {
@@ -36,7 +38,8 @@ func newLogsEnv(t *testing.T, policy v1.RestartPolicy) *logsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := kuberuntime.New(kuberuntime.Config{Runtime: cri, Images: cri, Clock: clk, PodLogsRoot: t.TempDir()})
+	root := t.TempDir()
+	m, err := kuberuntime.New(kuberuntime.Config{Runtime: cri, Images: cri, Clock: clk, PodLogsRoot: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +47,7 @@ func newLogsEnv(t *testing.T, policy v1.RestartPolicy) *logsEnv {
 		ObjectMeta: metav1.ObjectMeta{UID: "uid-logs", Name: "logs", Namespace: "default"},
 		Spec:       v1.PodSpec{RestartPolicy: policy, Containers: []v1.Container{{Name: "app", Image: "busybox"}}},
 	}
-	return &logsEnv{t: t, clk: clk, cri: cri, m: m, pod: pod}
+	return &logsEnv{t: t, clk: clk, cri: cri, m: m, pod: pod, root: root}
 }
 
 // sync runs one SyncPod and returns the id of the newest app instance.
@@ -225,4 +228,67 @@ func TestGetContainerLogsFollowStopsWhenTheContainerExits(t *testing.T) {
 			t.Fatal("still following an exited container")
 		}
 	})
+}
+
+func TestGarbageCollectRemovesDeadInstancesLogs(t *testing.T) {
+	e := newLogsEnv(t, v1.RestartPolicyAlways)
+	var paths []string
+	for i := range 3 {
+		id := e.sync()
+		st, err := e.cri.ContainerStatus(t.Context(), id, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, st.GetStatus().GetLogPath())
+		e.write(id, runtimeapi.Stdout, "instance\n")
+		if i < 2 {
+			if err := e.cri.ExitContainer(id, 1, ""); err != nil {
+				t.Fatal(err)
+			}
+			e.clk.Step(5 * time.Minute) // past the crash-loop back-off
+		}
+	}
+	// A rotated file of the first instance goes too.
+	if err := os.WriteFile(paths[0]+".20261126-120000.gz", []byte("x"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.GarbageCollect(t.Context(), kubetypes.GCPolicy{MaxPerPodContainer: 1}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range paths {
+		_, err := os.Stat(p)
+		if gone := errors.Is(err, os.ErrNotExist); gone != (i == 0) {
+			t.Errorf("instance %d log %s: stat %v", i, filepath.Base(p), err)
+		}
+	}
+	if _, err := os.Stat(paths[0] + ".20261126-120000.gz"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rotated file of a removed instance: %v", err)
+	}
+	// The previous instance's log is still there for previous=true.
+	out, _, err := e.logs(&v1.PodLogOptions{Previous: true})
+	if err != nil || out != "instance\n" {
+		t.Fatalf("previous after GC: %q %v", out, err)
+	}
+}
+
+func TestRestartCountContinuesAfterLogsOnDisk(t *testing.T) {
+	e := newLogsEnv(t, v1.RestartPolicyAlways)
+	// Logs of instances the runtime no longer knows (a reboot wiped it).
+	dir := filepath.Join(e.root, "default_logs_uid-logs", "app")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"0.log", "3.log.20261126-110000.gz", "x.log", "12"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := e.sync()
+	st, err := e.cri.ContainerStatus(t.Context(), id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.GetStatus().GetLogPath(); got != filepath.Join(dir, "4.log") {
+		t.Fatalf("log path %s, want 4.log after the files on disk", got)
+	}
 }

@@ -35,6 +35,32 @@
 //
 // kuberuntime.Manager.GetContainerLogs uses it to serve /containerLogs.
 //
+// # Rotation
+//
+// A Manager rotates the logs of the running containers as the kubelet's
+// ContainerLogManager, every MonitorInterval (10s), Workers (1) at a
+// time: a live log of MaxSize (10 MiB) or more is renamed
+// <log>.<YYYYMMDD-hhmmss> and the runtime asked to reopen it (CRI
+// ReopenContainerLog); the oldest files are deleted so that at most
+// MaxFiles (5) remain, the live one included; rotated files are
+// compressed to .gz (through a .tmp, fsynced, then renamed). A pass first
+// removes what a crash left: a .tmp, the uncompressed twin of a .gz, a
+// live log renamed but never reopened (it asks the runtime to reopen). A
+// failed reopen renames the log back and is tried again at the next pass;
+// a runtime answering Unimplemented turns rotation off with one warning
+// (ErrReopenUnimplemented, Disabled) instead of renaming back and forth.
+//
+//	m, err := logs.New(logs.Config{Runtime: cri, Logger: log})
+//	err = m.RotateOnce(ctx) // one pass; Run(ctx) every MonitorInterval
+//
+// One difference from the kubelet: it renames before it compresses. The
+// kubelet compresses the previous rotated file first, while the live log
+// keeps growing (under load to several times MaxSize); here the rename
+// comes first and the file just rotated is compressed at the next pass,
+// when the runtime surely writes to the new one. The nodekit Builder runs
+// a Manager by default for a runtime reached over the CRI
+// (WithContainerLogRotation sets it).
+//
 // Files lists a log's rotation set and Remove deletes it (as the kubelet
 // does when it removes a dead container).
 package logs

@@ -1,7 +1,11 @@
 package logs
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -86,6 +90,40 @@ func FuzzParseRecord(f *testing.F) {
 		rec2, err := ParseRecord(back)
 		if err != nil || !rec2.Time.Equal(rec.Time) || rec2.Stream != rec.Stream || rec2.Partial != rec.Partial || string(rec2.Msg) != string(rec.Msg) {
 			t.Fatalf("round trip of %q: %q: %+v %v", line, back, rec2, err)
+		}
+	})
+}
+
+// FuzzReadLogs: any file content reads without error or panic (lines not
+// in the format are skipped), and with any tail the output is the end of
+// the whole output, as each record's output does not depend on those
+// before it without since.
+func FuzzReadLogs(f *testing.F) {
+	f.Add([]byte("2016-10-06T00:17:09.669794202Z stdout F log content 1\n2016-10-06T00:17:09Z stderr P a\n2016-10-06T00:17:10Z stderr F b\n"), uint8(1), false)
+	f.Add([]byte("garbage\n\n2016-10-06T00:17:09Z stdout F \nno newline at the end"), uint8(2), true)
+	f.Add([]byte("2016-10-06T00:17:09Z stdout P x\n2016-10-06T00:17:09Z stderr P y\n2016-10-06T00:17:09Z stdout F z"), uint8(0), true)
+	dir := f.TempDir()
+	r, err := NewReader(ReaderConfig{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, tail uint8, timestamps bool) {
+		path := filepath.Join(dir, "0.log")
+		if err := os.WriteFile(path, data, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		var full, part bytes.Buffer
+		if err := r.ReadLogs(context.Background(), path, Options{TailLines: AllLines, Timestamps: timestamps}, nil, &full, &full); err != nil {
+			t.Fatalf("read all: %v", err)
+		}
+		if err := r.ReadLogs(context.Background(), path, Options{TailLines: int64(tail), Timestamps: timestamps}, nil, &part, &part); err != nil {
+			t.Fatalf("tail %d: %v", tail, err)
+		}
+		if !timestamps && !bytes.HasSuffix(full.Bytes(), part.Bytes()) {
+			t.Fatalf("tail %d output %q is not the end of %q", tail, part.Bytes(), full.Bytes())
+		}
+		if n := bytes.Count(part.Bytes(), []byte{'\n'}); n > int(tail) {
+			t.Fatalf("tail %d wrote %d lines", tail, n)
 		}
 	})
 }
