@@ -180,3 +180,39 @@ func TestFollowNotRunningReadsToTheEnd(t *testing.T) {
 		t.Fatalf("follow of an exited container: %q %v", out.String(), err)
 	}
 }
+
+// A follower slower than the rotations reads the files rotated in
+// between, compressed or not, instead of jumping to the newest.
+func TestFollowReadsEveryRotationInBetween(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "0.log")
+		writeGz(t, path+".20261126-100000.gz", encode(lines(1, 2))) // older than the follow
+		writeFile(t, path, encode(lines(3, 4)))
+		f := startFollower(t, path, Options{TailLines: 1})
+		f.expect(want(4, 4))
+
+		// Three rotations before the follower looks again; the first of
+		// them has already been compressed.
+		appendFile(t, path, encode(lines(5, 5)))
+		if err := os.Rename(path, path+".20261126-120001"); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, encode(lines(6, 7)))
+		if err := os.Rename(path, path+".20261126-120002"); err != nil {
+			t.Fatal(err)
+		}
+		writeGz(t, path+".20261126-120002.gz", encode(lines(6, 7)))
+		os.Remove(path + ".20261126-120002")
+		writeFile(t, path, encode(lines(8, 9)))
+		if err := os.Rename(path, path+".20261126-120003"); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, encode(lines(10, 10)))
+		f.poll()
+		f.poll()
+		f.expect(want(4, 10))
+		appendFile(t, path, encode(lines(11, 11)))
+		f.poll()
+		f.expect(want(4, 11))
+	})
+}

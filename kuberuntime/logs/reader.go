@@ -67,7 +67,7 @@ type source struct {
 	gz    bool
 	off   int64 // plain: where to start
 	skip  int64 // gz: lines to skip first
-	ident fileID
+	stamp string
 }
 
 type fileID struct{ dev, ino uint64 }
@@ -111,10 +111,14 @@ func (r *Reader) read(ctx context.Context, path string, opts Options, alive Aliv
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("logs: %w", err)
 	}
+	defer func() {
+		if cur != nil {
+			cur.Close()
+		}
+	}()
 	var curSize int64
 	var curID fileID
 	if cur != nil {
-		defer func() { cur.Close() }()
 		fi, err := cur.Stat()
 		if err != nil {
 			return fmt.Errorf("logs: %w", err)
@@ -126,15 +130,18 @@ func (r *Reader) read(ctx context.Context, path string, opts Options, alive Aliv
 		return err
 	}
 	var older []source
+	lastStamp := "" // the newest rotation older than the live file
+	base := filepath.Base(path)
 	for _, p := range files[:len(files)-1] {
 		s := source{path: p, gz: filepath.Ext(p) == gzSuffix}
 		if !s.gz {
-			if fi, err := os.Stat(p); err == nil {
-				if cur != nil && idOf(fi) == curID {
-					continue
-				}
-				s.ident = idOf(fi)
+			if fi, err := os.Stat(p); err == nil && cur != nil && idOf(fi) == curID {
+				continue
 			}
+		}
+		if f, ok := parseRotated(base, filepath.Base(p)); ok {
+			s.stamp = f.stamp
+			lastStamp = max(lastStamp, f.stamp)
 		}
 		older = append(older, s)
 	}
@@ -166,7 +173,9 @@ func (r *Reader) read(ctx context.Context, path string, opts Options, alive Aliv
 			return fmt.Errorf("logs: %w", err)
 		}
 	}
-	return r.readLive(ctx, path, cur, curID, opts.Follow, alive, e, func(f *os.File) { cur = f })
+	lr := &liveReader{r: r, path: path, cur: cur, curID: curID, lastStamp: lastStamp, alive: alive, e: e}
+	defer func() { cur = lr.cur }()
+	return lr.run(ctx, opts.Follow)
 }
 
 // tailOlder picks where in the older files a tail of need (> 0) lines
@@ -283,86 +292,98 @@ func (r *Reader) readSource(ctx context.Context, s source, e *emitter) error {
 	}
 }
 
-// readLive reads the live file from cur's position; with follow it waits
-// for more, reopens path after a rotation, and stops when alive says the
-// container stopped.
-func (r *Reader) readLive(ctx context.Context, path string, cur *os.File, curID fileID, follow bool, alive AliveFunc, e *emitter, swap func(*os.File)) error {
-	var rr *recordReader
-	if cur != nil {
-		rr = newRecordReader(cur)
+// liveReader reads the live file and, following, the files that take
+// its place.
+type liveReader struct {
+	r         *Reader
+	path      string
+	cur       *os.File
+	curID     fileID
+	rr        *recordReader
+	lastStamp string // the newest rotated file read or known older
+	alive     AliveFunc
+	e         *emitter
+}
+
+// drain writes the complete records that can be read now; grew reports
+// whether there were any bytes.
+func (l *liveReader) drain() (grew bool, err error) {
+	if l.rr == nil {
+		return false, nil
 	}
-	drain := func() error {
-		if rr == nil {
-			return nil
+	for {
+		rec, err := l.rr.next()
+		if errors.Is(err, io.EOF) {
+			return grew || len(l.rr.pending) > 0, nil
 		}
-		for {
-			rec, err := rr.next()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := e.record(rec); err != nil {
-				return err
-			}
+		if err != nil {
+			return grew, err
+		}
+		grew = true
+		if err := l.e.record(rec); err != nil {
+			return grew, err
 		}
 	}
-	finish := func() error {
-		if err := drain(); err != nil {
-			return err
+}
+
+// finish drains and writes an incomplete last record as it is.
+func (l *liveReader) finish() error {
+	if _, err := l.drain(); err != nil {
+		return err
+	}
+	if l.rr != nil {
+		if rec := l.rr.rest(); rec != nil {
+			return l.e.record(rec)
 		}
-		if rr != nil {
-			if rec := rr.rest(); rec != nil {
-				return e.record(rec)
-			}
-		}
-		return nil
+	}
+	return nil
+}
+
+// maxQuietWaits bounds how many polls a follower waits for a rotated
+// file to stop growing (the runtime may still write what it had
+// buffered) before it moves to the new file.
+const maxQuietWaits = 4
+
+func (l *liveReader) run(ctx context.Context, follow bool) error {
+	if l.cur != nil {
+		l.rr = newRecordReader(l.cur)
 	}
 	if !follow {
-		return finish()
+		return l.finish()
 	}
-	clk := r.cfg.Clock
+	clk := l.r.cfg.Clock
 	var lastAlive time.Time
 	stopping := false
+	waits := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := drain(); err != nil {
+		grew, err := l.drain()
+		if err != nil {
 			return err
 		}
-		// At the end: was the file rotated (a new one at path)?
-		if fi, err := os.Stat(path); err == nil && (cur == nil || idOf(fi) != curID) {
-			if err := finish(); err != nil {
-				return err
-			}
-			f, err := os.Open(path)
-			if err == nil {
-				if cur != nil {
-					cur.Close()
-				}
-				cur, curID = f, idOf(fi)
-				if nfi, err := f.Stat(); err == nil {
-					curID = idOf(nfi)
-				}
-				swap(f)
-				if rr == nil {
-					rr = newRecordReader(f)
-				} else {
-					rr.reset(f)
+		// A new file at the path: the one read was rotated. Move on once
+		// it has stopped growing.
+		if fi, err := os.Stat(l.path); err == nil && (l.cur == nil || idOf(fi) != l.curID) {
+			if grew && waits < maxQuietWaits {
+				waits++
+			} else {
+				waits = 0
+				if err := l.next(ctx); err != nil {
+					return err
 				}
 				continue
 			}
 		}
 		if stopping {
-			return finish()
+			return l.finish()
 		}
-		if now := clk.Now(); lastAlive.IsZero() || now.Sub(lastAlive) >= r.cfg.AliveInterval {
+		if now := clk.Now(); lastAlive.IsZero() || now.Sub(lastAlive) >= l.r.cfg.AliveInterval {
 			lastAlive = now
 			running := false
-			if alive != nil {
-				ok, err := alive(ctx)
+			if l.alive != nil {
+				ok, err := l.alive(ctx)
 				if err != nil {
 					return fmt.Errorf("logs: container state: %w", err)
 				}
@@ -374,7 +395,7 @@ func (r *Reader) readLive(ctx context.Context, path string, cur *os.File, curID 
 				continue
 			}
 		}
-		t := clk.NewTimer(r.cfg.PollInterval)
+		t := clk.NewTimer(l.r.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -382,4 +403,74 @@ func (r *Reader) readLive(ctx context.Context, path string, cur *os.File, curID 
 		case <-t.C():
 		}
 	}
+}
+
+// next finishes the rotated file, opens the new live file, and writes the
+// files rotated in between (a follower slower than the rotations), so no
+// rotation is skipped while the files are kept.
+func (l *liveReader) next(ctx context.Context) error {
+	if err := l.finish(); err != nil {
+		return err
+	}
+	f, err := os.Open(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // rotated again: next poll
+	}
+	if err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("logs: %w", err)
+	}
+	old, oldID := l.cur, l.curID
+	l.cur, l.curID = f, idOf(fi)
+	if old != nil {
+		old.Close()
+	}
+	if l.rr == nil {
+		l.rr = newRecordReader(f)
+	} else {
+		l.rr.reset(f)
+	}
+	all, err := listRotated(l.path)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(l.path)
+	var between []rotatedFile
+	for _, rf := range usable(all) {
+		if rf.stamp > l.lastStamp {
+			between = append(between, rf)
+		}
+	}
+	// The oldest of them is the file just finished, unless it is gone
+	// (deleted as the oldest: then it shows as another inode, or not).
+	if old != nil && len(between) > 0 {
+		first := between[0]
+		mine := first.gz
+		if !first.gz {
+			if st, err := os.Stat(filepath.Join(dir, first.name)); err == nil && idOf(st) == oldID {
+				mine = true
+			}
+		}
+		if mine {
+			l.lastStamp = first.stamp
+			between = between[1:]
+		}
+	}
+	for _, rf := range between {
+		p := filepath.Join(dir, rf.name)
+		if !rf.gz {
+			if st, err := os.Stat(p); err == nil && idOf(st) == l.curID {
+				break // the file just opened, rotated meanwhile
+			}
+		}
+		if err := l.r.readSource(ctx, source{path: p, gz: rf.gz}, l.e); err != nil {
+			return err
+		}
+		l.lastStamp = rf.stamp
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,14 @@ type Manager struct {
 	once     lifecycle.Once
 	mu       sync.Mutex // one pass at a time
 	disabled atomic.Bool
+
+	// Run compresses in a goroutine of its own, so that a slow
+	// compression never holds up the size checks (RotateOnce compresses
+	// inline). queue feeds it; inflight holds the files queued or being
+	// compressed, whose .tmp a pass must not take for a leftover.
+	async    bool
+	queue    chan string
+	inflight sync.Map
 }
 
 // New checks cfg and fills its defaults; it starts nothing.
@@ -108,7 +117,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.Named("logrotate")}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger.Named("logrotate"), queue: make(chan string, 256)}, nil
 }
 
 // Disabled reports whether rotation is off: MaxSize is negative, or the
@@ -124,6 +133,12 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.log.Info("rotating container logs", zap.Int64("maxSize", m.cfg.MaxSize), zap.Int("maxFiles", m.cfg.MaxFiles),
 		zap.Duration("interval", m.cfg.MonitorInterval), zap.Int("workers", m.cfg.Workers))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	m.mu.Lock()
+	m.async = true
+	m.mu.Unlock()
+	wg.Go(func() { m.compressor(ctx) })
 	for {
 		t := m.cfg.Clock.NewTimer(m.cfg.MonitorInterval)
 		select {
@@ -136,6 +151,38 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.log.Error("container log rotation failed", zap.Error(err))
 		}
 	}
+}
+
+// compressor compresses the queued rotated files until ctx ends.
+func (m *Manager) compressor(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case src := <-m.queue:
+			if err := compress(src); err != nil {
+				m.log.Error("compressing a rotated container log failed", zap.String("file", src), zap.Error(err))
+			}
+			m.inflight.Delete(src)
+		}
+	}
+}
+
+// compressLater queues src for the compressor (Run) or compresses it now
+// (RotateOnce called alone).
+func (m *Manager) compressLater(src string) error {
+	if !m.async {
+		return compress(src)
+	}
+	if _, queued := m.inflight.LoadOrStore(src, true); queued {
+		return nil
+	}
+	select {
+	case m.queue <- src:
+	default:
+		m.inflight.Delete(src) // full: the next pass queues it again
+	}
+	return nil
 }
 
 // RotateOnce looks once at the log of every running container (Workers
@@ -239,7 +286,7 @@ func (m *Manager) rotateContainer(ctx context.Context, id string) error {
 		if f.gz || f.tmp || f.name == rotated {
 			continue
 		}
-		if err := compress(filepath.Join(dir, f.name)); err != nil {
+		if err := m.compressLater(filepath.Join(dir, f.name)); err != nil {
 			return err
 		}
 	}
@@ -264,6 +311,12 @@ func (m *Manager) cleanLeftovers(path string) ([]rotatedFile, error) {
 	dir := filepath.Dir(path)
 	for _, f := range all {
 		if kept[f.name] {
+			continue
+		}
+		// The .tmp of a file being compressed now, or the file itself
+		// between the compressor's rename and its removal, is no leftover.
+		src := strings.TrimSuffix(strings.TrimSuffix(filepath.Join(dir, f.name), tmpSuffix), gzSuffix)
+		if _, busy := m.inflight.Load(src); busy {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -355,7 +408,9 @@ func compress(src string) error {
 	if err != nil {
 		return fmt.Errorf("logs: compress: %w", err)
 	}
-	zw := gzip.NewWriter(out)
+	// The fastest level: a rotated log compresses about as well, and the
+	// compression keeps up with a chatty container.
+	zw, _ := gzip.NewWriterLevel(out, gzip.BestSpeed)
 	_, err = io.Copy(zw, in)
 	err = errors.Join(err, zw.Close())
 	if err == nil {
@@ -369,7 +424,12 @@ func compress(src string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("logs: compress %s: %w", src, err)
 	}
-	if err := os.Remove(src); err != nil && !errors.Is(err, os.ErrNotExist) {
+	err = os.Remove(src)
+	if errors.Is(err, os.ErrNotExist) {
+		// Deleted as one too many while it was compressed: so is its copy.
+		err = os.Remove(src + gzSuffix)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("logs: compress: %w", err)
 	}
 	return nil

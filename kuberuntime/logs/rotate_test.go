@@ -292,6 +292,12 @@ func TestRotateRun(t *testing.T) {
 		if got := e.files(); len(got) != 2 {
 			t.Fatalf("after one interval: %v", got)
 		}
+		// The next pass hands the rotated file to Run's compressor.
+		e.clk.Step(10 * time.Second)
+		synctest.Wait()
+		if got := e.files(); len(got) != 2 || !strings.HasSuffix(got[1], ".gz") {
+			t.Fatalf("after two intervals: %v", got)
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run: %v", err)
