@@ -64,13 +64,7 @@ func (e *logsEnv) sync() string {
 	if err != nil || len(st.ContainerStatuses) == 0 {
 		e.t.Fatalf("status: %v", err)
 	}
-	cs := st.ContainerStatuses[0]
-	// The runtime writes into the container's log directory (the agent
-	// makes it).
-	if err := os.MkdirAll(filepath.Dir(cs.LogPath), 0o755); err != nil {
-		e.t.Fatal(err)
-	}
-	return cs.ID
+	return st.ContainerStatuses[0].ID
 }
 
 func (e *logsEnv) write(id string, stream runtimeapi.LogStreamType, text string) {

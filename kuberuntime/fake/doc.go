@@ -130,7 +130,7 @@
 // one for a last piece without a newline, stamped with the injected clock.
 // The file stays open, as a real runtime's: a rotation's rename keeps
 // receiving lines until ReopenContainerLog creates a new file at the path.
-// The runtime never makes directories (the agent does).
+// The log's directory is made on the first write, as containerd makes it.
 //
 // # Events
 //

@@ -3,6 +3,7 @@ package fake
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 // with the injected clock, a last piece without one a partial record (P).
 // The file is opened on the first write and kept open, so a log renamed
 // by a rotation keeps receiving lines until ReopenContainerLog, as with a
-// real runtime; the directory must exist. A container not running (or
-// without a log path) is an error.
+// real runtime; its directory is made if missing, as containerd does. A
+// container not running (or without a log path) is an error.
 func (r *Runtime) AppendLog(containerID string, stream runtimeapi.LogStreamType, text string) error {
 	if stream != runtimeapi.Stdout && stream != runtimeapi.Stderr {
 		return fmt.Errorf("fake: AppendLog: stream %q is neither stdout nor stderr", stream)
@@ -60,6 +61,9 @@ func (r *Runtime) AppendLog(containerID string, stream runtimeapi.LogStreamType,
 }
 
 func (c *container) openLogLocked() error {
+	if err := os.MkdirAll(filepath.Dir(c.logPath), 0o755); err != nil {
+		return fmt.Errorf("fake: container log directory: %w", err)
+	}
 	f, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return fmt.Errorf("fake: open container log: %w", err)

@@ -60,9 +60,6 @@ func newRotEnv(t *testing.T, cfg Config) *rotEnv {
 	if err := cri.StartContainer(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "app"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	cfg.Runtime, cfg.Clock, cfg.Logger = cri, clk, zaptest.NewLogger(t)
 	m, err := New(cfg)
 	if err != nil {

@@ -22,13 +22,13 @@ import (
 )
 
 // The chatty container writes chunks x linesPerChunk numbered lines of
-// about 110 bytes (50 MB), a chunk at a time with short pauses, then
-// "done", then sleeps.
+// about 110 bytes (50 MB), a chunk at a time with short pauses (about 2
+// MB/s), then "done", then sleeps.
 const (
 	chunks        = 50
 	linesPerChunk = 9000
 	logMaxSize    = 2 << 20
-	logMaxFiles   = 5
+	logMaxFiles   = 8 // lets a follower on a loaded machine lag a few rotations
 )
 
 const chattyManifest = `apiVersion: v1
@@ -50,7 +50,7 @@ spec:
       while [ $i -lt CHUNKS ]; do
         awk -v c=$i 'BEGIN { p = sprintf("%0100d", 0); for (j = 0; j < LINES; j++) printf "line %07d %s\n", c*LINES+j, p }'
         i=$((i+1))
-        sleep 0.2
+        sleep 0.3
       done
       echo done
       sleep 3600 & wait
