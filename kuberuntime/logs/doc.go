@@ -17,9 +17,12 @@
 // then of the live file; TailLines found by reading the files backwards
 // from their end, so tailing a 100 MB log reads a few blocks (a compressed
 // rotated file is decompressed, twice, when a tail reaches into it);
-// LimitBytes; Since; Timestamps; Follow, which waits for more at the end,
-// notices a rotation (a new file at the path) and stops once the
-// container no longer runs. Partial records are joined into their line:
+// LimitBytes; Since; Timestamps; Follow, which waits for more at the end
+// (polling every PollInterval), notices a rotation (a new file at the
+// path), lets the rotated file stop growing, reads every file rotated
+// since (so a follower slower than the rotations loses only what the
+// retention deleted before it got there) and stops once the container no
+// longer runs. Partial records are joined into their line:
 // a tail counts the line once and its timestamp is printed once. A nil
 // writer skips its stream.
 //
