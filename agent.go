@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
+	"github.com/nodekit/nodekit/kuberuntime/logs"
 	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
@@ -57,6 +58,7 @@ type Agent struct {
 	// containerdEvents follows containerd's exits (WithContainerdEvents).
 	containerdEvents *containerdevents.Watcher
 	eviction         atomic.Pointer[eviction.Manager]
+	logRotation      *logs.Manager // container log rotation (builder_logs.go)
 	// starters run, in order, before any part starts (state to load before
 	// the first pod is admitted).
 	starters []func(ctx context.Context) error

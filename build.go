@@ -485,6 +485,7 @@ func (bd *build) connect() {
 			w.connect(bd)
 		}
 	}
+	bd.buildLogRotation()
 	a.parts = append(a.parts, b.parts...)
 	bd.clusterParts()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/memorymanager"
 	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/kuberuntime/logs"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podstatus"
@@ -102,6 +103,7 @@ type settings struct {
 	eventedPLEG   bool
 	relistPLEG    bool
 	recorders     []kubetypes.EventRecorder
+	logRotation   *logs.Config // WithContainerLogRotation (builder_logs.go)
 
 	// The one-call wirings, recorded by their With call and built by Build
 	// (build.go) in one fixed order, whatever the order of the calls.

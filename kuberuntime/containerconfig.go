@@ -3,8 +3,10 @@ package kuberuntime
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -14,6 +16,34 @@ import (
 // sandbox's log directory (CRI joins the two).
 func containerLogPath(name string, restartCount int) string {
 	return filepath.Join(name, strconv.Itoa(restartCount)+".log")
+}
+
+// restartCountFromLogs is one more than the highest <n> of the
+// container's <n>.log files (rotated ones too), 0 when there are none.
+func (m *Manager) restartCountFromLogs(pod *v1.Pod, container string) int {
+	if checkPodIdentity(pod) != nil {
+		return 0
+	}
+	entries, err := os.ReadDir(filepath.Join(podLogDir(m.cfg.PodLogsRoot, pod), container))
+	if err != nil {
+		return 0
+	}
+	next := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		num, rest, _ := strings.Cut(e.Name(), ".")
+		if !strings.HasPrefix(rest, "log") || (rest != "log" && !strings.HasPrefix(rest, "log.")) {
+			continue
+		}
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 0 || n >= int(^uint32(0)>>1) {
+			continue
+		}
+		next = max(next, n+1)
+	}
+	return next
 }
 
 // memoryCapacity is the memory size used for Burstable oom_score_adj:

@@ -14,6 +14,7 @@
 //	reason, msg := m.Reason(uid, "web")                // e.g. CrashLoopBackOff, for status
 //	err = m.KillPod(ctx, pod, runningPod, nil)         // stop it, honouring grace
 //	err = m.GarbageCollect(ctx, kubetypes.GCPolicy{}, podWorkers, allSourcesReady)
+//	err = m.GetContainerLogs(ctx, pod, "web", &v1.PodLogOptions{TailLines: &n}, w, w)
 //
 // SyncPod follows the kubelet: a sandbox is (re)created when none is ready,
 // several are, or its network changed; init containers run one at a time;
@@ -30,4 +31,22 @@
 // finished (kubetypes.PodStateProvider). Optional collaborators come
 // through Config: ProbeResults (liveness/startup results) and the mount,
 // cgroup-parent and runtime-class providers used to build CRI configs.
+//
+// # Container logs
+//
+// Each container instance logs to <PodLogsRoot>/<namespace>_<name>_<uid>/
+// <container>/<restartCount>.log (the runtime writes it; the kubelet's
+// layout), so an instance's previous one keeps its file while it runs.
+// GetContainerLogs serves the kubelet's /containerLogs on that: it finds
+// the current instance, or with opts.Previous the last terminated one, as
+// the kubelet reads the pod's status (a container waiting to restart
+// answers both with its last instance), and reads its log with the
+// kuberuntime/logs reader: tailLines across rotated and compressed files
+// by seeking from the end, limitBytes, sinceSeconds/sinceTime, timestamps,
+// stream, and follow, which stops once the instance no longer runs (asked
+// of the CRI at most once a second) or ctx ends. Its errors map to HTTP
+// statuses: ErrContainerNotFound (a name not in the spec) 404;
+// ErrContainerNotStarted, ErrNoPreviousInstance and ErrInvalidLogOptions
+// 400, as the kubelet answers. GarbageCollect removes the log directory of
+// a pod that is gone.
 package kuberuntime

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nodekit/nodekit/kuberuntime/logs"
 	"github.com/nodekit/nodekit/kubetypes"
 )
 
@@ -49,6 +50,18 @@ var (
 	// ExitConfirmTimeout; its replacement is not started yet (the step
 	// is a BackoffError: the pod worker tries again about a second later).
 	ErrExitUnconfirmed = errors.New("runtime: previous instance still running in the CRI")
+	// ErrContainerNotFound: GetContainerLogs was asked for a container the
+	// pod's spec does not have (the kubelet answers 404).
+	ErrContainerNotFound = errors.New("runtime: container not found in pod")
+	// ErrContainerNotStarted: the container has no instance (and so no log)
+	// yet (the kubelet answers 400, "waiting to start").
+	ErrContainerNotStarted = errors.New("runtime: container has not started")
+	// ErrNoPreviousInstance: logs of the previous instance were asked for
+	// and there is none (the kubelet answers 400).
+	ErrNoPreviousInstance = errors.New("runtime: previous terminated container not found")
+	// ErrInvalidLogOptions: PodLogOptions that the API server would refuse
+	// (the kubelet answers 400); the same value as logs.ErrInvalidOptions.
+	ErrInvalidLogOptions = logs.ErrInvalidOptions
 	// ErrInvalidConfig: a Config field is missing or bad.
 	ErrInvalidConfig = errors.New("runtime: invalid config")
 )

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodekit/nodekit/kuberuntime/logs"
 	"github.com/nodekit/nodekit/kubetypes"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -181,14 +182,39 @@ func (m *Manager) gcRemoveContainer(ctx context.Context, c gcContainer) error {
 			return fmt.Errorf("%w: %s (%s): %w", ErrKillContainer, c.name, c.id, err)
 		}
 	}
+	// Its log files go with it, as the kubelet removes them.
 	cctx, cancel := m.callCtx(ctx)
-	err := m.cfg.Runtime.RemoveContainer(cctx, c.id)
+	st, err := m.cfg.Runtime.ContainerStatus(cctx, c.id, false)
+	cancel()
+	logPath := ""
+	if err == nil {
+		logPath = st.GetStatus().GetLogPath()
+	}
+	cctx, cancel = m.callCtx(ctx)
+	err = m.cfg.Runtime.RemoveContainer(cctx, c.id)
 	cancel()
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("%w: %s (%s): %w", ErrRemoveContainer, c.name, c.id, err)
 	}
+	m.removeContainerLog(logPath)
 	m.log.Debug("removed dead container", zap.String("container", c.name), zap.String("id", c.id))
 	return nil
+}
+
+// removeContainerLog deletes a removed container's log and its rotated
+// files, when the path is inside PodLogsRoot (a runtime's word is not
+// enough to delete files elsewhere).
+func (m *Manager) removeContainerLog(path string) {
+	if path == "" || !filepath.IsAbs(path) {
+		return
+	}
+	rel, err := filepath.Rel(m.cfg.PodLogsRoot, path)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return
+	}
+	if err := logs.Remove(path); err != nil {
+		m.log.Info("removing a container log failed", zap.String("path", path), zap.Error(err))
+	}
 }
 
 func (m *Manager) gcSandboxes(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, removable func(types.UID) bool) error {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nodekit/nodekit/kuberuntime/logs"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,7 @@ type Manager struct {
 	imageBackoff *backoff
 	reasons      reasonCache
 	bufs         hashBuffers
+	logReader    *logs.Reader
 }
 
 // New validates cfg, fills its defaults and returns a Manager. It does no I/O.
@@ -50,6 +52,9 @@ func New(cfg Config) (*Manager, error) {
 		crashBackoff: newBackoff(c.Clock, c.BackOffInitial, c.BackOffMax),
 		imageBackoff: newBackoff(c.Clock, c.BackOffInitial, c.BackOffMax),
 		reasons:      reasonCache{m: make(map[types.UID]map[string]waitingReason)},
+	}
+	if m.logReader, err = logs.NewReader(logs.ReaderConfig{Clock: c.Clock, Logger: c.Logger}); err != nil {
+		return nil, err
 	}
 	m.builder = &configBuilder{
 		cfg:                &m.cfg,

@@ -230,6 +230,11 @@ func (m *Manager) startContainer(ctx context.Context, sc *startContext, c *v1.Co
 	restarts := 0
 	if cs := sc.status.FindContainerStatusByName(c.Name); cs != nil {
 		restarts = cs.RestartCount + 1
+	} else {
+		// No instance known (the runtime lost its state, say after a
+		// reboot): continue after the logs on disk rather than write
+		// into 0.log again, as the kubelet does.
+		restarts = m.restartCountFromLogs(pod, c.Name)
 	}
 	cfg, err := m.builder.containerConfig(ctx, containerInput{
 		Pod: pod, Container: c, ContainerType: typ, RestartCount: restarts,
@@ -322,6 +327,9 @@ func (m *Manager) removeContainer(ctx context.Context, cs *kubetypes.ContainerSt
 	cancel()
 	if isNotFound(err) {
 		err = nil
+	}
+	if err == nil {
+		m.removeContainerLog(cs.LogPath)
 	}
 	if err != nil {
 		err = fmt.Errorf("%w: %s (%s): %w", ErrRemoveContainer, cs.Name, cs.ID, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ type container struct {
 	imageName string // what the behaviour tables match
 	imageRef  string // image id
 	logPath   string
+	logFile   *os.File // opened by AppendLog
 
 	state      runtimeapi.ContainerState
 	createdAt  int64
@@ -265,6 +267,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, containerID string) error
 }
 
 func (r *Runtime) removeContainerLocked(c *container, now int64) {
+	c.closeLogLocked()
 	delete(r.containers, c.id)
 	r.containerOrder = deleteElem(r.containerOrder, c)
 	c.sb.containers = deleteElem(c.sb.containers, c)
@@ -410,7 +413,9 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, containerID stri
 	return nil
 }
 
-// ReopenContainerLog succeeds for a running container.
+// ReopenContainerLog succeeds for a running container; when AppendLog
+// has opened its log file, that file is closed and a new one created at
+// the log path.
 func (r *Runtime) ReopenContainerLog(ctx context.Context, containerID string) error {
 	if err := r.begin(ctx, "ReopenContainerLog", containerID, "", 0); err != nil {
 		return err
@@ -425,7 +430,7 @@ func (r *Runtime) ReopenContainerLog(ctx context.Context, containerID string) er
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return coded(codes.FailedPrecondition, ErrFailedPrecondition, "container %q is not running", c.id)
 	}
-	return nil
+	return c.reopenLogLocked()
 }
 
 // SetExecHandler replaces the ExecSync script (nil restores the default).

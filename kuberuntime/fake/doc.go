@@ -123,6 +123,16 @@
 // remote client reports it (ExitError satisfies k8s.io/utils/exec.ExitError);
 // Serve turns it into ExecSyncResponse.ExitCode. The container must be running.
 //
+// # Container logs
+//
+// A container's log path is the sandbox's LogDirectory joined with its
+// LogPath (ContainerStatus.LogPath). AppendLog(id, stream, text) writes
+// text there in the CRI log format, a full record per line and a partial
+// one for a last piece without a newline, stamped with the injected clock.
+// The file stays open, as a real runtime's: a rotation's rename keeps
+// receiving lines until ReopenContainerLog creates a new file at the path.
+// The log's directory is made on the first write, as containerd makes it.
+//
 // # Events
 //
 // GetContainerEvents streams CONTAINER_CREATED/STARTED/STOPPED/DELETED

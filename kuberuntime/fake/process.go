@@ -668,6 +668,7 @@ func (r *Runtime) finishLocked(c *container, at int64, code int32, reason, messa
 		}
 	}
 	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
+	c.closeLogLocked()
 	c.finishedAt, c.exitCode, c.reason, c.message, c.killAt = at, code, reason, message, 0
 	r.log.Debug("container exited", zap.String("id", c.id), zap.String("name", c.meta.Name), zap.Int32("exitCode", code), zap.String("reason", reason))
 	r.publishLocked(c.id, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, at, c.sb)
