@@ -66,6 +66,7 @@ const (
 	rankCPU
 	rankMemory
 	rankContainerdEvents
+	rankDevices
 )
 
 // wirings returns the recorded wirings in rank order. (A hand-written

@@ -138,6 +138,9 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		// manager (WithEviction); no pressure without one.
 		Pressure: a.Pressure(),
 	}
+	// The device plugins' extended resources (WithDeviceManager; none
+	// without one).
+	setters.Machine.Devices = a
 	if v, ok := a.CRI().(nodestatus.RuntimeVersioner); ok {
 		setters.Runtime = v
 	}
