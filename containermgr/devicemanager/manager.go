@@ -402,7 +402,7 @@ func (m *Manager) watch(ctx context.Context, ep *endpoint) {
 			m.updateDevices(ep, resp.GetDevices())
 		}
 	}
-	m.disconnected(ep, err)
+	m.disconnected(ep, err, ctx.Err() != nil)
 }
 
 // updateDevices replaces the device list of ep's resource (ignored when
@@ -450,7 +450,9 @@ func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 
 // disconnected marks every device of ep's resource unhealthy and starts
 // the grace period, as the kubelet does when a plugin goes away.
-func (m *Manager) disconnected(ep *endpoint, err error) {
+// stopping says the manager closed the stream itself (Run ending, or a
+// new registration replacing ep).
+func (m *Manager) disconnected(ep *endpoint, err error, stopping bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_ = ep.conn.Close()
@@ -464,7 +466,7 @@ func (m *Manager) disconnected(ep *endpoint, err error) {
 		r.devices[id] = &pluginapi.Device{ID: id, Health: pluginapi.Unhealthy, Topology: d.Topology}
 	}
 	m.notifyLocked()
-	if m.runCtx != nil {
+	if !stopping {
 		m.cfg.Logger.Warn("device plugin disconnected; its devices are unhealthy", zap.String("resource", ep.resource),
 			zap.Duration("gracePeriod", m.cfg.GracePeriod), zap.Error(err))
 	}
