@@ -294,15 +294,15 @@ func (m *Manager) devicesToAllocate(pod *v1.Pod, ctr, res string, need int, reus
 			return nil, false, allocFail("requested number of devices unavailable for %s. Requested: %d, Available: %d", res, missing, len(available))
 		}
 		preferred := m.preferredLocked(r, res, available, chosen, need)
-		chosen = take(chosen, preferred, available, need)
+		chosen = take(chosen, need, available, preferred, numaBestFit(r, available, missing), available)
 	}
 	m.setAllocLocked(uid, ctr, res, &allocation{ids: chosen})
 	return chosen, true, nil
 }
 
-// take fills chosen up to need from preferred (those available) then
-// available, in order.
-func take(chosen, preferred, available []string, need int) []string {
+// take fills chosen up to need from the lists in order, taking only
+// devices in available.
+func take(chosen []string, need int, available []string, lists ...[]string) []string {
 	has := make(map[string]bool, need)
 	for _, id := range chosen {
 		has[id] = true
@@ -311,7 +311,7 @@ func take(chosen, preferred, available []string, need int) []string {
 	for _, id := range available {
 		avail[id] = true
 	}
-	for _, list := range [][]string{preferred, available} {
+	for _, list := range lists {
 		for _, id := range list {
 			if len(chosen) == need {
 				return chosen
@@ -387,6 +387,29 @@ func (m *Manager) callAllocate(uid, ctr, res string, ids []string) error {
 		a.resp = resp.GetContainerResponses()[0]
 	}
 	return nil
+}
+
+// numaBestFit returns the available devices of the one NUMA node that
+// holds at least need of them with the fewest to spare; nil when no node
+// does (or the devices report no NUMA affinity).
+func numaBestFit(r *resourceState, available []string, need int) []string {
+	byNode := map[int64][]string{}
+	for _, id := range available {
+		if nodes := r.devices[id].GetTopology().GetNodes(); len(nodes) == 1 {
+			byNode[nodes[0].GetID()] = append(byNode[nodes[0].GetID()], id)
+		}
+	}
+	var best []string
+	var bestNode int64
+	for node, ids := range byNode {
+		if len(ids) < need {
+			continue
+		}
+		if best == nil || len(ids) < len(best) || len(ids) == len(best) && node < bestNode {
+			best, bestNode = ids, node
+		}
+	}
+	return best
 }
 
 func (m *Manager) setAllocLocked(uid, ctr, res string, a *allocation) {

@@ -27,7 +27,9 @@
 // (init containers first; an app container reuses the devices of the
 // pod's finished init containers; a restartable init container keeps its
 // own): healthy devices not held by another container, the plugin's
-// GetPreferredAllocation choice first when it offers one, then Allocate.
+// GetPreferredAllocation choice first when it offers one, else the devices
+// of the one NUMA node that fits the request most tightly, else by ID;
+// then Allocate.
 // A pod that cannot get them is rejected with the kubelet's reason
 // UnexpectedAdmissionError and message "Allocate failed due to requested
 // number of devices unavailable for example.com/widget. Requested: 2,
@@ -40,6 +42,11 @@
 // is called first when the plugin asked for it. RemovePod (when a pod has
 // stopped) frees its devices; Reconcile (Run, every minute) frees those of
 // pods that have gone from the agent's active pods.
+//
+// Topology. TopologyHints gives, per device resource a container asks
+// for, the NUMA node sets (containermgr/topology.Hint) its request can be
+// met from, preferred when narrowest, as the kubelet's device manager
+// gives its topology manager; nil for devices without NUMA affinity.
 //
 // State. Every allocation (pod UID, container, resource, device IDs, the
 // plugin's response) and every resource's device IDs are written to

@@ -2,7 +2,6 @@ package devicemanager
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -299,5 +298,3 @@ func podWith(uid string, perContainer ...int64) *v1.Pod {
 	}
 	return pod
 }
-
-var errTest = errors.New("test")

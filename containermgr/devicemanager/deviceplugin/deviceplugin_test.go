@@ -114,8 +114,10 @@ func TestPluginRegistersHealthAndAgentRestart(t *testing.T) {
 	dir := shortDir(t)
 	m1, stop1 := startManager(t, dir)
 	p := newPlugin(t, dir, 3)
+	first := p.Registered()
 	start(t, p.Run)
 	waitAllocatable(t, m1, 3)
+	<-first // closed already, or at once: the manager saw the registration
 	if err := p.SetHealth("b", false); err != nil {
 		t.Fatal(err)
 	}
@@ -123,11 +125,17 @@ func TestPluginRegistersHealthAndAgentRestart(t *testing.T) {
 	if err := p.SetHealth("zz", false); !errors.Is(err, deviceplugin.ErrUnknownDevice) {
 		t.Fatalf("SetHealth of an unknown device = %v", err)
 	}
+	reg := p.Registered()
 	stop1()
 	m2, _ := startManager(t, dir)
 	waitAllocatable(t, m2, 2)
+	select {
+	case <-reg:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no second registration after the agent restarted")
+	}
 	if n := p.Registrations(); n < 2 {
-		t.Fatalf("registrations = %d, want a second one after the agent restarted", n)
+		t.Fatalf("registrations = %d, want 2", n)
 	}
 }
 
