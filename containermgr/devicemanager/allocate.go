@@ -32,9 +32,11 @@ func (m *Manager) Admit(pod *v1.Pod, _ []*v1.Pod) (ok bool, reason, message stri
 	m.admitMu.Lock()
 	defer m.admitMu.Unlock()
 	if err := m.allocatePod(pod); err != nil {
+		m.mAllocErrors.Inc()
 		m.cfg.Logger.Info("pod rejected: devices not allocated", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Error(err))
 		return false, ReasonUnexpectedAdmissionError, fmt.Sprintf("Allocate failed due to %v, which is unexpected", unwrapAllocation(err))
 	}
+	m.mAllocations.Inc()
 	return true, "", ""
 }
 

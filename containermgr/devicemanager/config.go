@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 )
@@ -49,6 +50,8 @@ type Config struct {
 	ReconcilePeriod time.Duration
 	Clock           clock.WithTicker
 	Logger          *zap.Logger
+	// Registerer receives the manager\'s metrics; nil = none.
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) validate() error {

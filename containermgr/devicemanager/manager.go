@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -56,6 +57,9 @@ type Manager struct {
 
 	activePods   func() []*v1.Pod
 	sourcesReady func() bool
+
+	mAllocations, mAllocErrors prometheus.Counter
+	mDevices                   *prometheus.GaugeVec
 }
 
 type resourceState struct {
@@ -96,7 +100,7 @@ func New(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Manager{
+	m := &Manager{
 		cfg:       cfg,
 		fs:        checkpoint.OS{},
 		ready:     make(chan struct{}),
@@ -104,7 +108,40 @@ func New(cfg Config) (*Manager, error) {
 		removed:   map[string]bool{},
 		alloc:     map[string]map[string]map[string]*allocation{},
 		changed:   make(chan struct{}),
-	}, nil
+		mAllocations: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "nodekit", Subsystem: "device_manager", Name: "pod_admissions_total",
+			Help: "Pods whose devices the device manager allocated at admission.",
+		}),
+		mAllocErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "nodekit", Subsystem: "device_manager", Name: "pod_admission_errors_total",
+			Help: "Pods rejected because their devices could not be allocated.",
+		}),
+		mDevices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nodekit", Subsystem: "device_manager", Name: "devices",
+			Help: "Devices of each registered resource, by health.",
+		}, []string{"resource", "health"}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{m.mAllocations, m.mAllocErrors, m.mDevices} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// gaugeLocked sets the device gauges of res (removed when res is gone).
+func (m *Manager) gaugeLocked(res string) {
+	r := m.resources[res]
+	if r == nil {
+		m.mDevices.DeleteLabelValues(res, pluginapi.Healthy)
+		m.mDevices.DeleteLabelValues(res, pluginapi.Unhealthy)
+		return
+	}
+	healthy := len(r.healthy())
+	m.mDevices.WithLabelValues(res, pluginapi.Healthy).Set(float64(healthy))
+	m.mDevices.WithLabelValues(res, pluginapi.Unhealthy).Set(float64(len(r.devices) - healthy))
 }
 
 // Ready is closed once Run serves the registration socket.
@@ -153,6 +190,7 @@ func (m *Manager) Start(ctx context.Context, activePods func() []*v1.Pod, source
 				r.devices[id] = &pluginapi.Device{ID: id, Health: pluginapi.Unhealthy}
 			}
 			m.resources[res] = r
+			m.gaugeLocked(res)
 		}
 		for _, e := range st.Entries {
 			m.setAllocLocked(e.PodUID, e.Container, e.Resource, &allocation{ids: e.DeviceIDs, resp: e.resp, restored: true})
@@ -439,6 +477,7 @@ func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 		}
 	}
 	r.devices = next
+	m.gaugeLocked(ep.resource)
 	m.notifyLocked()
 	m.cfg.Logger.Info("devices updated", zap.String("resource", ep.resource), zap.Int("devices", len(next)), zap.Int("healthy", len(r.healthy())))
 	if !sameIDs {
@@ -465,6 +504,7 @@ func (m *Manager) disconnected(ep *endpoint, err error, stopping bool) {
 	for id, d := range r.devices {
 		r.devices[id] = &pluginapi.Device{ID: id, Health: pluginapi.Unhealthy, Topology: d.Topology}
 	}
+	m.gaugeLocked(ep.resource)
 	m.notifyLocked()
 	if !stopping {
 		m.cfg.Logger.Warn("device plugin disconnected; its devices are unhealthy", zap.String("resource", ep.resource),
@@ -510,6 +550,7 @@ func (m *Manager) expireLocked() {
 	for _, res := range gone {
 		delete(m.resources, res)
 		m.removed[res] = true
+		m.gaugeLocked(res)
 		m.cfg.Logger.Info("device plugin gone past its grace period; resource removed", zap.String("resource", res))
 	}
 	m.notifyLocked()

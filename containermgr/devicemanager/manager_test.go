@@ -3,6 +3,7 @@ package devicemanager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -436,4 +439,63 @@ func TestRunTwiceAndBeforeStart(t *testing.T) {
 	if err := m.Run(context.Background()); !errors.Is(err, ErrAlreadyRan) {
 		t.Fatalf("second Run = %v", err)
 	}
+}
+
+func TestMetrics(t *testing.T) {
+	dir := shortDir(t)
+	reg := prometheus.NewRegistry()
+	mgr, err := New(Config{PluginDir: dir, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Start(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := run(t, mgr)
+	p := startPlugin(t, dir, "w.sock", widget, 3, nil)
+	if err := p.register(t, m.SocketPath(), pluginapi.Version); err != nil {
+		t.Fatal(err)
+	}
+	devs := devices(3, pluginapi.Healthy)
+	devs[0].Health = pluginapi.Unhealthy
+	p.setDevices(devs)
+	waitFor(t, m.Manager, "one unhealthy", hasCounts(m.Manager, widget, 3, 2))
+	m.Admit(podWith("a", 2), nil)
+	m.Admit(podWith("b", 1), nil)
+	want := `
+# HELP nodekit_device_manager_devices Devices of each registered resource, by health.
+# TYPE nodekit_device_manager_devices gauge
+nodekit_device_manager_devices{health="Healthy",resource="example.com/widget"} 2
+nodekit_device_manager_devices{health="Unhealthy",resource="example.com/widget"} 1
+# HELP nodekit_device_manager_pod_admission_errors_total Pods rejected because their devices could not be allocated.
+# TYPE nodekit_device_manager_pod_admission_errors_total counter
+nodekit_device_manager_pod_admission_errors_total 1
+# HELP nodekit_device_manager_pod_admissions_total Pods whose devices the device manager allocated at admission.
+# TYPE nodekit_device_manager_pod_admissions_total counter
+nodekit_device_manager_pod_admissions_total 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{PluginDir: dir, Registerer: reg}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("second manager on the same registry: %v", err)
+	}
+}
+
+// TestHostileDeviceLists: empty and repeated IDs are dropped, an unknown
+// health counts as unhealthy, and a list is capped at
+// MaxDevicesPerResource.
+func TestHostileDeviceLists(t *testing.T) {
+	m, p, _ := registered(t, 1, nil)
+	p.setDevices([]*pluginapi.Device{
+		{ID: "", Health: pluginapi.Healthy}, {ID: "a", Health: pluginapi.Healthy}, {ID: "a", Health: pluginapi.Healthy},
+		{ID: "b", Health: "Maybe"},
+	})
+	waitFor(t, m.Manager, "a healthy, b unhealthy", hasCounts(m.Manager, widget, 2, 1))
+	many := make([]*pluginapi.Device, MaxDevicesPerResource+100)
+	for i := range many {
+		many[i] = &pluginapi.Device{ID: fmt.Sprintf("d%d", i), Health: pluginapi.Healthy}
+	}
+	p.setDevices(many)
+	waitFor(t, m.Manager, "capped", hasCounts(m.Manager, widget, MaxDevicesPerResource, MaxDevicesPerResource))
 }
