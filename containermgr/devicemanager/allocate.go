@@ -23,9 +23,17 @@ const ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
 // admitted; otherwise nothing new stays allocated to it and it is rejected
 // with the kubelet's reason UnexpectedAdmissionError and message "Allocate
 // failed due to <why>, which is unexpected". Requests for resources no
-// plugin has registered are ignored, as the kubelet does. The devices
+// plugin has registered are ignored, as the kubelet does; a resource whose
+// plugin went away past the grace period is reported as 0, and a pod
+// asking for it is refused as the kubelet's resource fit does
+// (OutOf<resource>). The devices
 // of gone pods are freed by Reconcile and RemovePod.
 func (m *Manager) Admit(pod *v1.Pod, _ []*v1.Pod) (ok bool, reason, message string) {
+	if res, n, gone := m.requestsRemoved(pod); gone {
+		// The Node reports the resource as 0: the kubelet's resource fit
+		// refuses the pod.
+		return false, "OutOf" + res, fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: 0, capacity: 0", res, n)
+	}
 	if !m.requestsDevices(pod) {
 		return true, "", ""
 	}
@@ -57,6 +65,48 @@ type allocErr struct{ err error }
 func (e *allocErr) Error() string        { return "devicemanager: allocation failed: " + e.err.Error() }
 func (e *allocErr) Unwrap() []error      { return []error{ErrAllocation, e.err} }
 func allocFail(f string, a ...any) error { return &allocErr{fmt.Errorf(f, a...)} }
+
+// requestsRemoved returns a resource past its grace period that a
+// container of pod asks for, with the pod's request for it.
+func (m *Manager) requestsRemoved(pod *v1.Pod) (string, int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.removed) == 0 {
+		return "", 0, false
+	}
+	var names []string
+	total := map[string]int64{}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for name, q := range cs[i].Resources.Limits {
+				if res := string(name); m.removed[res] && q.Value() > 0 && total[res] == 0 {
+					names = append(names, res)
+					total[res] = podRequest(pod, name)
+				}
+			}
+		}
+	}
+	if len(names) == 0 {
+		return "", 0, false
+	}
+	sort.Strings(names)
+	return names[0], total[names[0]], true
+}
+
+// podRequest is the pod's request of an extended resource: the larger of
+// its app containers' sum and its largest init container's.
+func podRequest(pod *v1.Pod, name v1.ResourceName) int64 {
+	var sum, initMax int64
+	for _, c := range pod.Spec.Containers {
+		q := c.Resources.Limits[name]
+		sum += q.Value()
+	}
+	for _, c := range pod.Spec.InitContainers {
+		q := c.Resources.Limits[name]
+		initMax = max(initMax, q.Value())
+	}
+	return max(sum, initMax)
+}
 
 // requestsDevices reports whether a container of pod has a limit on a
 // resource a plugin serves (or the checkpoint holds).

@@ -20,7 +20,9 @@
 // allocatable = its healthy ones. A plugin that disconnects has all its
 // devices marked unhealthy (allocatable 0) and keeps them in capacity for
 // GracePeriod (the kubelet's 5 minutes); then the resource is forgotten
-// and reported as 0 until it registers again. A plugin that restarts and
+// and reported as 0 until it registers again (a pod asking for it is then
+// refused as OutOf<resource>, as the kubelet's resource fit does against
+// the Node's 0). A plugin that restarts and
 // registers again is followed anew.
 //
 // Allocation. Admit allocates every container's devices at admission

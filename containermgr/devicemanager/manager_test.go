@@ -375,6 +375,11 @@ func TestPluginGonePastGracePeriod(t *testing.T) {
 	if _, _, ok := m.Devices(widget); ok {
 		t.Fatal("resource still known past the grace period")
 	}
+	// A pod asking for it is refused as the kubelet's resource fit does.
+	ok, reason, msg := m.Admit(podWith("late", 1, 2), nil)
+	if ok || reason != "OutOfexample.com/widget" || msg != "Node didn't have enough resource: example.com/widget, requested: 3, used: 0, capacity: 0" {
+		t.Fatalf("pod for a removed resource: %v %q %q", ok, reason, msg)
+	}
 	// The checkpoint no longer names it: a restart does not bring it back.
 	m.stop()
 	m2 := newManager(t, dir, clk)
