@@ -18,7 +18,9 @@ import (
 // UnexpectedAdmissionError), containers are created with their devices
 // (envs, mounts, device nodes, annotations, CDI names), devices come back
 // when a pod has stopped, and the node status reports the plugins'
-// resources (Agent.DeviceCapacity; clusterapiserver.Wire uses it).
+// resources (Agent.DeviceCapacity; clusterapiserver.Wire uses it). Give
+// the manager the agent's <root>/device-plugins as its PluginDir
+// (devicemanager.PluginDirName), as the kubelet has it under its root.
 func (b *Builder) WithDeviceManager(m *devicemanager.Manager) *Builder {
 	return record(b, &b.deviceMgr, m, "WithDeviceManager", deviceWiring{m: m}.hooks())
 }

@@ -11,6 +11,13 @@ import (
 )
 
 const (
+	// PluginDirName is the plugin directory's name under an agent's root
+	// directory (the kubelet's /var/lib/kubelet/device-plugins):
+	// PluginDir: filepath.Join(root, devicemanager.PluginDirName).
+	PluginDirName = "device-plugins"
+	// RegistryDirName is the plugin watcher directory's name under the root
+	// directory (the kubelet's /var/lib/kubelet/plugins_registry).
+	RegistryDirName = "plugins_registry"
 	// SocketName is the registration socket in Config.PluginDir.
 	SocketName = "kubelet.sock"
 	// StateFileName is the checkpoint in Config.StateDir (the kubelet's
@@ -32,7 +39,7 @@ const (
 type Config struct {
 	// PluginDir is where the registration socket kubelet.sock is served
 	// and where plugins put their own sockets (the kubelet's
-	// /var/lib/kubelet/device-plugins; the Builder's <root>/device-plugins).
+	// /var/lib/kubelet/device-plugins; for an agent, <root>/PluginDirName).
 	PluginDir string
 	// RegistryDir, when set, is watched for plugins that register through
 	// the plugin watcher (pluginregistration v1, the kubelet's

@@ -65,7 +65,10 @@
 //
 // Wiring (the Builder's WithDeviceManager does all of this):
 //
-//	mgr, err := devicemanager.New(devicemanager.Config{PluginDir: filepath.Join(root, "device-plugins")})
+//	mgr, err := devicemanager.New(devicemanager.Config{
+//		PluginDir:   filepath.Join(root, devicemanager.PluginDirName),   // <root>/device-plugins
+//		RegistryDir: filepath.Join(root, devicemanager.RegistryDirName), // optional: <root>/plugins_registry
+//	})
 //	err = mgr.Start(ctx, agent.ActivePods, sourcesReady)
 //	go mgr.Run(ctx)
 //	// admission: mgr.Admit; kuberuntime.Config.Devices = mgr;
