@@ -32,6 +32,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 )
@@ -48,6 +49,8 @@ type options struct {
 	duration   time.Duration
 	verbose    bool
 	images     string
+	// devicePlugins serves device plugins on <root>/device-plugins.
+	devicePlugins bool
 }
 
 func main() {
@@ -63,6 +66,7 @@ func main() {
 	flag.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
+	flag.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -120,6 +124,17 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 		runtimeName = "in-memory fake runtime"
 	} else {
 		b.WithRuntimeEndpoint(o.endpoint)
+	}
+	if o.devicePlugins {
+		dm, err := devicemanager.New(devicemanager.Config{
+			PluginDir:   filepath.Join(root, devicemanager.PluginDirName),
+			RegistryDir: filepath.Join(root, devicemanager.RegistryDirName),
+			Logger:      log,
+		})
+		if err != nil {
+			return err
+		}
+		b.WithDeviceManager(dm)
 	}
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log}).Build()
 	if err != nil {
