@@ -4,7 +4,8 @@
 //
 // Each widget is a host file <state-dir>/<id> holding "widget <id>". A
 // container given widgets gets each one mounted read-only at
-// /widgets/<id> and the env WIDGET_IDS=<id>,<id>. The file
+// /widgets/<id>, the env WIDGET_IDS=<id>,<id> and, with --device-node
+// (default /dev/null), that character device as /dev/widget-<id>. The file
 // <state-dir>/unhealthy lists widget IDs (one per line) that are
 // unhealthy: it is read every --health-period and on SIGHUP, and the agent
 // sees the change at once (its allocatable drops).
@@ -47,6 +48,9 @@ type config struct {
 	Resource     string
 	Count        int
 	HealthPeriod time.Duration
+	// DeviceNode is a host device node each widget exposes as
+	// /dev/widget-<id>; "" = none.
+	DeviceNode string
 }
 
 func main() {
@@ -56,6 +60,7 @@ func main() {
 	flag.StringVar(&cfg.Resource, "resource", "example.com/widget", "the extended resource served")
 	flag.IntVar(&cfg.Count, "count", 3, "how many widgets (w0, w1, ...)")
 	flag.DurationVar(&cfg.HealthPeriod, "health-period", time.Second, "how often the unhealthy list is read")
+	flag.StringVar(&cfg.DeviceNode, "device-node", "/dev/null", "host device node each widget exposes as /dev/widget-<id> (\"\": none)")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	log := exlog.New(*verbose)
@@ -81,6 +86,11 @@ func run(ctx context.Context, cfg config, reread <-chan os.Signal, log *zap.Logg
 	if cfg.HealthPeriod <= 0 {
 		return fmt.Errorf("--health-period must be positive")
 	}
+	if cfg.DeviceNode != "" {
+		if fi, err := os.Stat(cfg.DeviceNode); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			return fmt.Errorf("--device-node %q must be a character device", cfg.DeviceNode)
+		}
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return err
 	}
@@ -97,7 +107,7 @@ func run(ctx context.Context, cfg config, reread <-chan os.Signal, log *zap.Logg
 		PluginDir:    cfg.PluginDir,
 		Devices:      devs,
 		Allocate: func(_ context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
-			return allocate(cfg.StateDir, ids)
+			return allocate(cfg.StateDir, cfg.DeviceNode, ids)
 		},
 		Logger: log,
 	})
@@ -120,8 +130,9 @@ func run(ctx context.Context, cfg config, reread <-chan os.Signal, log *zap.Logg
 	}
 }
 
-// allocate mounts each widget's host file and names them in an env.
-func allocate(stateDir string, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+// allocate mounts each widget's host file, names them in an env and maps
+// the device node.
+func allocate(stateDir, deviceNode string, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 	resp := &pluginapi.ContainerAllocateResponse{
 		Envs:        map[string]string{"WIDGET_IDS": strings.Join(ids, ",")},
 		Annotations: map[string]string{"example.com/widget-ids": strings.Join(ids, ",")},
@@ -132,6 +143,9 @@ func allocate(stateDir string, ids []string) (*pluginapi.ContainerAllocateRespon
 			return nil, fmt.Errorf("widget %s: %w", id, err)
 		}
 		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: "/widgets/" + id, HostPath: host, ReadOnly: true})
+		if deviceNode != "" {
+			resp.Devices = append(resp.Devices, &pluginapi.DeviceSpec{ContainerPath: "/dev/widget-" + id, HostPath: deviceNode, Permissions: "rw"})
+		}
 	}
 	return resp, nil
 }

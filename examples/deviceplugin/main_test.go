@@ -41,7 +41,7 @@ func TestWidgets(t *testing.T) {
 	<-m.Ready()
 	reread := make(chan os.Signal, 1)
 	go func() {
-		pDone <- run(ctx, config{PluginDir: plugins, StateDir: state, Resource: "example.com/widget", Count: 3, HealthPeriod: time.Hour}, reread, zap.NewNop())
+		pDone <- run(ctx, config{PluginDir: plugins, StateDir: state, Resource: "example.com/widget", Count: 3, HealthPeriod: time.Hour, DeviceNode: "/dev/null"}, reread, zap.NewNop())
 	}()
 	defer func() {
 		cancel()
@@ -85,6 +85,9 @@ func TestWidgets(t *testing.T) {
 	}
 	if len(cfg.Mounts) != 2 || cfg.Mounts[0].ContainerPath != "/widgets/w0" || cfg.Mounts[0].HostPath != filepath.Join(state, "w0") || !cfg.Mounts[0].Readonly {
 		t.Fatalf("mounts %v", cfg.Mounts)
+	}
+	if len(cfg.Devices) != 2 || cfg.Devices[1].ContainerPath != "/dev/widget-w1" || cfg.Devices[1].HostPath != "/dev/null" {
+		t.Fatalf("devices %v", cfg.Devices)
 	}
 	if b, err := os.ReadFile(cfg.Mounts[1].HostPath); err != nil || string(b) != "widget w1\n" {
 		t.Fatalf("host file: %q %v", b, err)

@@ -83,7 +83,8 @@ func widgetCounts(ctx context.Context, admin kubernetes.Interface, node string) 
 // (examples/deviceplugin, a process of its own) serves 3 widgets to an
 // agent on containerd joined to a real kube-apiserver. The Node shows
 // example.com/widget 3 in capacity and allocatable; a pod asking for 2
-// runs and sees them (WIDGET_IDS and the mounted host files, in its log);
+// runs and sees them (WIDGET_IDS, the mounted host files and the device
+// nodes, in its log);
 // a second pod asking for 2 is rejected at admission with the kubelet's
 // reason; the agent restarted keeps the first pod running with its
 // devices and gives a new pod only the third one; the plugin restarted
@@ -229,7 +230,7 @@ func TestDevicePluginsAgainstAPIServer(t *testing.T) {
 				AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
 				Containers: []v1.Container{{
 					Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
-					Command: []string{"sh", "-c", "echo WIDGET_IDS=$WIDGET_IDS; cat /widgets/*; trap 'exit 0' TERM; sleep 3600 & wait"},
+					Command: []string{"sh", "-c", "echo WIDGET_IDS=$WIDGET_IDS; cat /widgets/*; for d in /dev/widget-*; do test -c $d && echo chardev $d; done; trap 'exit 0' TERM; sleep 3600 & wait"},
 					Resources: v1.ResourceRequirements{
 						Limits: v1.ResourceList{"example.com/widget": *resource.NewQuantity(n, resource.DecimalSI)},
 					},
@@ -283,7 +284,7 @@ func TestDevicePluginsAgainstAPIServer(t *testing.T) {
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, widgetPod(podA, 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	idA := runningWith(podA, "WIDGET_IDS=w0,w1", "widget w0", "widget w1")
+	idA := runningWith(podA, "WIDGET_IDS=w0,w1", "widget w0", "widget w1", "chardev /dev/widget-w0", "chardev /dev/widget-w1")
 	a, err := admin.CoreV1().Pods("default").Get(ctx, podA, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +322,7 @@ func TestDevicePluginsAgainstAPIServer(t *testing.T) {
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, widgetPod(podC, 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runningWith(podC, "WIDGET_IDS=w2", "widget w2")
+	runningWith(podC, "WIDGET_IDS=w2", "widget w2", "chardev /dev/widget-w2")
 
 	// The plugin restarted registers again.
 	plugin.stop(t)
