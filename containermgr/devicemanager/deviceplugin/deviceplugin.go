@@ -27,16 +27,6 @@ import (
 // directory.
 const kubeletSocket = "kubelet.sock"
 
-var (
-	// ErrInvalidConfig is returned by New for a bad Config; the message
-	// names the field.
-	ErrInvalidConfig = errors.New("deviceplugin: invalid config")
-	// ErrUnknownDevice: SetHealth named a device the plugin does not have.
-	ErrUnknownDevice = errors.New("deviceplugin: unknown device")
-	// ErrAlreadyRan: Run was called before on this value.
-	ErrAlreadyRan = lifecycle.ErrAlreadyRan
-)
-
 // Config configures a Plugin. ResourceName, PluginDir and Allocate are
 // required.
 type Config struct {
