@@ -43,6 +43,7 @@ type Agent struct {
 	mgr       *kuberuntime.Manager
 	podConfig *podconfig.PodConfig
 	sources   []sourceRun
+	push      *podconfig.PushHandler
 	pleg      podLifecycle
 	generic   *pleg.GenericPLEG
 	evented   *pleg.EventedPLEG

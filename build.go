@@ -106,7 +106,7 @@ func (b *Builder) Build() (*Agent, error) {
 		bd.clk = clock.RealClock{}
 	}
 	if bd.log == nil {
-		bd.log = zap.NewNop()
+		bd.log = defaultLogger()
 	}
 	bd.a = &Agent{clock: bd.clk, log: bd.log.Named("nodekit"), done: make(chan struct{})}
 
@@ -255,7 +255,7 @@ func (bd *build) buildSources() {
 			bd.fail(configErr("builder", "WithPodSource: empty source name"))
 		case s.name == kubetypes.SourceFile && b.manifestDir != "", seen[s.name]:
 			bd.fail(configErr("builder", "WithPodSource: source %q given twice", s.name))
-		case s.make == nil:
+		case s.make == nil && s.build == nil:
 			bd.fail(configErr("builder", "WithPodSource(%q): nil source func", s.name))
 		default:
 			names = append(names, s.name)
@@ -269,12 +269,12 @@ func (bd *build) buildSources() {
 	}
 	a.podConfig = pc
 	if b.manifestDir != "" {
-		if err := a.addFileSource(b.manifestDir, b.nodeName, bd.clk, bd.log); err != nil {
+		if err := a.addFileSource(b.manifestDir, b.nodeName, bd.clk, bd.log, bd.sourceError(kubetypes.SourceFile)); err != nil {
 			bd.fail(err)
 		}
 	}
 	for _, s := range sources {
-		if s.name == "" || s.make == nil {
+		if s.name == "" || (s.make == nil && s.build == nil) {
 			continue
 		}
 		ch, err := pc.Channel(s.name)
@@ -282,7 +282,12 @@ func (bd *build) buildSources() {
 			bd.fail(partErr("podconfig source "+s.name, err))
 			continue
 		}
-		src, err := s.make(ch)
+		var src PodSource
+		if s.build != nil {
+			src, err = s.build(bd, ch)
+		} else {
+			src, err = s.make(ch)
+		}
 		if err == nil && src == nil {
 			err = errors.New("the source func returned a nil PodSource")
 		}

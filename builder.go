@@ -51,6 +51,9 @@ type PodSourceFunc func(out chan<- kubetypes.PodUpdate) (PodSource, error)
 type namedSource struct {
 	name string
 	make PodSourceFunc
+	// build, for the Builder's own sources, makes the source with the
+	// build's clock, logger and error reporting.
+	build func(bd *build, out chan<- kubetypes.PodUpdate) (PodSource, error)
 }
 
 // Builder collects the settings of an Agent. Its With methods return the
@@ -74,15 +77,17 @@ type settings struct {
 	runtimes    int
 	manifestDir string
 	sources     []namedSource
-	mode        podconfig.Mode
-	rootDir     string
-	podLogsRoot string
-	sink        podstatus.Sink
-	admitters   []syncloop.AdmitHandler
-	allocatable func() v1.ResourceList
-	clock       clock.WithTicker
-	logger      *zap.Logger
-	registerer  prometheus.Registerer
+	// sourceErrors receives what the sources refuse (WithSourceErrors).
+	sourceErrors func(source string, err error)
+	mode         podconfig.Mode
+	rootDir      string
+	podLogsRoot  string
+	sink         podstatus.Sink
+	admitters    []syncloop.AdmitHandler
+	allocatable  func() v1.ResourceList
+	clock        clock.WithTicker
+	logger       *zap.Logger
+	registerer   prometheus.Registerer
 
 	volumes       syncloop.VolumeHooks
 	mounts        kuberuntime.MountProvider
@@ -195,8 +200,10 @@ func (b *Builder) WithNodeAllocatable(f func() v1.ResourceList) *Builder {
 // WithClock sets the clock of every part (default the real clock).
 func (b *Builder) WithClock(c clock.WithTicker) *Builder { b.clock = c; return b }
 
-// WithLogger sets the logger; each part logs under its own name
-// (default no logging).
+// WithLogger sets the logger; each part logs under its own name. The
+// default writes warnings and errors to standard error (bad manifests,
+// unreachable sources, failing parts), nothing below; pass zap.NewNop() for
+// silence.
 func (b *Builder) WithLogger(l *zap.Logger) *Builder { b.logger = l; return b }
 
 // WithEventedPLEG makes the agent follow the runtime's container events
@@ -222,15 +229,19 @@ func partErr(part string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, part, err)
 }
 
-func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.Logger) error {
+func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.Logger, onError func(error)) error {
 	ch, err := a.podConfig.Channel(kubetypes.SourceFile)
 	if err != nil {
 		return partErr("podconfig", err)
 	}
 	fs, err := podconfig.NewFileSource(podconfig.FileSourceConfig{
 		Path: path, NodeName: node, Clock: clk, Logger: log, Out: ch,
-		OnError: func(path string, err error) {
-			a.log.Warn("manifest not applied; the last good version keeps running", zap.String("path", path), zap.Error(err))
+		// The file source logs each refused manifest itself, once and
+		// saying whether a last good version keeps running.
+		OnError: func(_ string, err error) {
+			if onError != nil {
+				onError(err)
+			}
 		},
 	})
 	if err != nil {

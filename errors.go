@@ -24,4 +24,10 @@ var (
 	ErrPartStopped = errors.New("nodekit: part stopped")
 	// ErrConnect: the container runtime could not be reached at start.
 	ErrConnect = errors.New("nodekit: runtime connect failed")
+	// ErrUnhealthy: Agent.Healthy found the agent not working as a node
+	// should; the wrapped errors say why.
+	ErrUnhealthy = errors.New("nodekit: agent unhealthy")
+	// ErrPodTerminal: Agent.WaitForPod's pod reached a terminal phase
+	// without meeting the condition.
+	ErrPodTerminal = errors.New("nodekit: pod terminal")
 )

@@ -132,7 +132,7 @@ func NewMemcgNotifier(cfg MemcgNotifierConfig) (*MemcgNotifier, error) {
 	}
 	cg := strings.Trim(path.Clean("/"+cfg.Cgroup), "/")
 	if slices.Contains(strings.Split(filepath.ToSlash(cfg.Cgroup), "/"), "..") {
-		errs = append(errs, fmt.Errorf("%w: Cgroup %q contains ..", ErrInvalidConfig, cfg.Cgroup))
+		errs = append(errs, fmt.Errorf("%w: Cgroup %q has a \"..\" element", ErrInvalidConfig, cfg.Cgroup))
 	}
 	if t.Signal == SignalAllocatableMemoryAvailable && cg == "" && cfg.Layout == nil {
 		errs = append(errs, fmt.Errorf("%w: Cgroup is empty: allocatableMemory.available watches the pods cgroup", ErrInvalidConfig))

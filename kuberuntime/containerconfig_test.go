@@ -145,16 +145,19 @@ func TestCfgContainerSecurityContext(t *testing.T) {
 		{"seccomp localhost without profile", nil, &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost}}, nil, nil, true},
 		{"apparmor pod field", &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}, nil, nil,
 			func(s *runtimeapi.LinuxContainerSecurityContext) bool {
+				//lint:ignore SA1019 older runtimes read the deprecated field; the test checks it is set
 				return s.Apparmor.ProfileType == runtimeapi.SecurityProfile_RuntimeDefault && s.ApparmorProfile == "runtime/default"
 			}, false},
 		{"apparmor annotation beats pod field", &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}, nil,
 			map[string]string{"container.apparmor.security.beta.kubernetes.io/app": "localhost/myprof"},
 			func(s *runtimeapi.LinuxContainerSecurityContext) bool {
+				//lint:ignore SA1019 older runtimes read the deprecated field; the test checks it is set
 				return s.Apparmor.ProfileType == runtimeapi.SecurityProfile_Localhost && s.Apparmor.LocalhostRef == "myprof" && s.ApparmorProfile == "localhost/myprof"
 			}, false},
 		{"apparmor container field wins", nil, &v1.SecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}},
 			map[string]string{"container.apparmor.security.beta.kubernetes.io/app": "localhost/myprof"},
 			func(s *runtimeapi.LinuxContainerSecurityContext) bool {
+				//lint:ignore SA1019 older runtimes read the deprecated field; the test checks it is set
 				return s.Apparmor.ProfileType == runtimeapi.SecurityProfile_Unconfined && s.ApparmorProfile == "unconfined"
 			}, false},
 		{"runAsNonRoot with user 0", &v1.PodSecurityContext{RunAsNonRoot: &yes}, &v1.SecurityContext{RunAsUser: &u0}, nil, nil, true},

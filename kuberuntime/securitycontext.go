@@ -315,6 +315,7 @@ func (b *configBuilder) containerSecurityContext(pod *v1.Pod, c *v1.Container) (
 	if sc.Seccomp, err = b.seccompProfile(pod, c); err != nil {
 		return nil, err
 	}
+	//lint:ignore SA1019 older runtimes (containerd 1.6) read the deprecated field
 	if sc.Apparmor, sc.ApparmorProfile, err = appArmorProfile(pod, c); err != nil {
 		return nil, err
 	}

@@ -193,7 +193,7 @@ func TestSyncPodCrashLoopBackOff(t *testing.T) {
 		t.Fatal(res.Err())
 	}
 	crash()
-	res, st := syncAndStatus(t, m, pod)
+	res, _ := syncAndStatus(t, m, pod)
 	if !errors.Is(res.Err(), ErrCrashLoopBackOff) {
 		t.Fatalf("err = %v", res.Err())
 	}
@@ -201,7 +201,8 @@ func TestSyncPodCrashLoopBackOff(t *testing.T) {
 		t.Fatalf("reason %q", r)
 	}
 	clk.Step(10 * time.Second)
-	if res, st = syncAndStatus(t, m, pod); res.Err() != nil {
+	res, st := syncAndStatus(t, m, pod)
+	if res.Err() != nil {
 		t.Fatalf("after 10s: %v", res.Err())
 	}
 	if cs := st.FindContainerStatusByName("c0"); cs.RestartCount != 2 {

@@ -371,6 +371,7 @@ func VersionInfo(rt RuntimeVersioner, machine MachineFunc, agentVersion string) 
 		}
 		node.Status.NodeInfo.ContainerRuntimeVersion = name + "://" + version
 		node.Status.NodeInfo.KubeletVersion = agentVersion
+		//lint:ignore SA1019 the kubelet clears the deprecated field on nodes that still carry it
 		node.Status.NodeInfo.KubeProxyVersion = ""
 		return nil
 	}

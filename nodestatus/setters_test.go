@@ -431,12 +431,14 @@ func TestVersionInfo(t *testing.T) {
 	rt := &fakeCRI{name: "containerd", version: "1.6.20"}
 	m := &Machine{KernelVersion: "6.18.0", OSImage: "Debian GNU/Linux 12 (bookworm)"}
 	set := VersionInfo(rt, machineOf(m, nil), "")
+	//lint:ignore SA1019 the test checks the deprecated field is cleared
 	node := &v1.Node{Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{KubeProxyVersion: "v1.20.0"}}}
 	if err := set(t.Context(), node); err != nil {
 		t.Fatal(err)
 	}
 	info := node.Status.NodeInfo
 	if info.ContainerRuntimeVersion != "containerd://1.6.20" || info.KernelVersion != "6.18.0" ||
+		//lint:ignore SA1019 the test checks the deprecated field is cleared
 		info.OSImage != m.OSImage || info.KubeletVersion != DefaultAgentVersion || info.KubeProxyVersion != "" {
 		t.Errorf("node info = %+v", info)
 	}

@@ -16,7 +16,6 @@ import (
 type benchRuntime struct {
 	listings [][]*kubetypes.Pod
 	n        int
-	status   *kubetypes.PodStatus
 }
 
 func (b *benchRuntime) GetPods(context.Context, bool) ([]*kubetypes.Pod, error) {

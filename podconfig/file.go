@@ -70,7 +70,19 @@ type FileSource struct {
 	dirty bool
 	once  lifecycle.Once
 	reads int // files read (tests)
+
+	// hold is set while Run reads files named by file system events: a
+	// manifest that fails to decode then is not reported at once but read
+	// again recheckDelay later (held), since an event can arrive between a
+	// writer's truncate and its write (os.WriteFile in place). Only the
+	// recheck, or a periodic full read, reports it.
+	hold bool
+	held map[string]struct{}
 }
+
+// recheckDelay is how long after an event a manifest that failed to decode
+// is read again before the failure is reported.
+const recheckDelay = 250 * time.Millisecond
 
 type fileState struct {
 	// stamp is the file's metadata when it was last read, if it was old
@@ -109,7 +121,7 @@ func NewFileSource(cfg FileSourceConfig) (*FileSource, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &FileSource{cfg: cfg, log: cfg.Logger.Named("podconfig.file"), files: make(map[string]*fileState)}, nil
+	return &FileSource{cfg: cfg, log: cfg.Logger.Named("podconfig.file"), files: make(map[string]*fileState), held: make(map[string]struct{})}, nil
 }
 
 // Sync reads Path once and sends a SET on Out if the pods changed since the
@@ -117,7 +129,7 @@ func NewFileSource(cfg FileSourceConfig) (*FileSource, error) {
 // does not parse). It blocks until Out takes the update or ctx is done.
 // Every file is read.
 func (s *FileSource) Sync(ctx context.Context) error {
-	return s.sync(ctx, true)
+	return s.sync(ctx, true, false)
 }
 
 // racyWindow is how old a file's last change (mtime and ctime) must be,
@@ -141,10 +153,12 @@ func vouching(st fsutil.Stamp, now time.Time) fsutil.Stamp {
 // sync is Sync; with full false (a scan for file system events) a file
 // whose size, times, inode and device are those of its last read, which was
 // more than racyWindow after its last change, is not read again.
-func (s *FileSource) sync(ctx context.Context, full bool) error {
+func (s *FileSource) sync(ctx context.Context, full, hold bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.hold = hold
 	pods, send, err := s.scanLocked(full)
+	s.hold = false
 	if err != nil {
 		return err
 	}
@@ -261,9 +275,14 @@ func (s *FileSource) setLocked() ([]*v1.Pod, bool) {
 // exists is read (an event says it changed; its metadata may not, on a
 // file system with coarse times). A burst of N manifests renamed in costs
 // N reads, not a scan of the directory per batch of events.
-func (s *FileSource) syncNamed(ctx context.Context, names map[string]struct{}) error {
+//
+// With hold, a manifest that fails to decode is held for a recheck rather
+// than reported (see FileSource.hold).
+func (s *FileSource) syncNamed(ctx context.Context, names map[string]struct{}, hold bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.hold = hold
+	defer func() { s.hold = false }()
 	now := s.cfg.Clock.Now()
 	for name := range names {
 		fi, err := os.Stat(name) // follows symlinks
@@ -303,7 +322,7 @@ func (s *FileSource) readFileLocked(name string, stamp fsutil.Stamp) (gone bool)
 	}
 	st.stamp = stamp
 	if err != nil {
-		s.reportLocked(name, st, err)
+		s.failLocked(name, st, err)
 		return false
 	}
 	sum := sha256.Sum256(data)
@@ -315,12 +334,37 @@ func (s *FileSource) readFileLocked(name string, stamp fsutil.Stamp) (gone bool)
 		NodeName: s.cfg.NodeName, Source: kubetypes.SourceFile, Origin: name, AddNoExecuteToleration: true,
 	})
 	if err != nil {
-		s.reportLocked(name, st, err)
+		s.failLocked(name, st, err)
 		return false
 	}
 	st.pods, st.good, st.errMsg = pods, true, ""
 	s.dirty = true
 	return false
+}
+
+// failLocked reports a manifest that failed to read or decode, or holds it
+// for a recheck while reading for events (see hold).
+func (s *FileSource) failLocked(name string, st *fileState, err error) {
+	if s.hold {
+		s.held[name] = struct{}{}
+		// Read and decode it again next time, whatever its metadata.
+		st.sum, st.stamp = [32]byte{}, fsutil.Stamp{}
+		return
+	}
+	s.reportLocked(name, st, err)
+}
+
+// recheck reads the held manifests again and reports those that still
+// fail.
+func (s *FileSource) recheck(ctx context.Context) error {
+	s.mu.Lock()
+	names := s.held
+	s.held = make(map[string]struct{})
+	s.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	return s.syncNamed(ctx, names, false)
 }
 
 func (s *FileSource) reportLocked(name string, st *fileState, err error) {
@@ -374,7 +418,7 @@ func (s *FileSource) Run(ctx context.Context) error {
 		}
 	}()
 	sync := func(full bool) {
-		if err := s.sync(ctx, full); err != nil && ctx.Err() == nil {
+		if err := s.sync(ctx, full, !full); err != nil && ctx.Err() == nil {
 			s.log.Warn("reading static pod manifests failed", zap.String("path", s.cfg.Path), zap.Error(err))
 		}
 	}
@@ -389,6 +433,22 @@ func (s *FileSource) Run(ctx context.Context) error {
 		}
 		w, watchingPath = nw, isPath
 	}
+	// recheck reads held manifests again recheckDelay after the events
+	// that held them (see FileSource.hold).
+	var recheck clock.Timer
+	defer func() {
+		if recheck != nil {
+			recheck.Stop()
+		}
+	}()
+	armRecheck := func() {
+		s.mu.Lock()
+		pending := len(s.held) > 0
+		s.mu.Unlock()
+		if pending && recheck == nil {
+			recheck = s.cfg.Clock.NewTimer(recheckDelay)
+		}
+	}
 	watch()
 	sync(true)
 	for {
@@ -397,9 +457,18 @@ func (s *FileSource) Run(ctx context.Context) error {
 		if w != nil {
 			events, errs = w.Events, w.Errors
 		}
+		var recheckC <-chan time.Time
+		if recheck != nil {
+			recheckC = recheck.C()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-recheckC:
+			recheck = nil
+			if err := s.recheck(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("reading static pod manifests failed", zap.String("path", s.cfg.Path), zap.Error(err))
+			}
 		case <-ticker.C():
 			watch()
 			sync(true) // every Period, every file is read
@@ -418,10 +487,11 @@ func (s *FileSource) Run(ctx context.Context) error {
 			case scan:
 				sync(false)
 			case len(named) > 0:
-				if err := s.syncNamed(ctx, named); err != nil && ctx.Err() == nil {
+				if err := s.syncNamed(ctx, named, true); err != nil && ctx.Err() == nil {
 					s.log.Warn("reading static pod manifests failed", zap.String("path", s.cfg.Path), zap.Error(err))
 				}
 			}
+			armRecheck()
 			if closed || lost {
 				// The watched directory went (or the watcher did):
 				// poll, and watch again at the next period.

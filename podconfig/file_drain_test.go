@@ -82,7 +82,7 @@ func TestSyncNamed(t *testing.T) {
 
 	write(t, c, manifest("c"))
 	write(t, b, manifest("bb")) // not named: left alone until a scan
-	if err := h.src.syncNamed(h.ctx, map[string]struct{}{c: {}, a: {}}); err != nil {
+	if err := h.src.syncNamed(h.ctx, map[string]struct{}{c: {}, a: {}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := reads() - before; n != 2 {
@@ -99,14 +99,14 @@ func TestSyncNamed(t *testing.T) {
 	if err := os.Remove(a); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.src.syncNamed(h.ctx, map[string]struct{}{a: {}, b: {}}); err != nil {
+	if err := h.src.syncNamed(h.ctx, map[string]struct{}{a: {}, b: {}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if us := h.pending(); len(us) != 1 || names(us[0]) != "bb-node,c-node" {
 		t.Fatalf("after a's removal and b's change sent %+v", us)
 	}
 	// Named again with nothing changed: read, nothing sent.
-	if err := h.src.syncNamed(h.ctx, map[string]struct{}{b: {}}); err != nil {
+	if err := h.src.syncNamed(h.ctx, map[string]struct{}{b: {}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if us := h.pending(); len(us) != 0 {
@@ -140,5 +140,74 @@ func TestWatchDirectoryBurstReadsEachFileOnce(t *testing.T) {
 	stopSource(t, h, done)
 	if reads != n {
 		t.Fatalf("%d manifests renamed in took %d reads, want %d", n, reads, n)
+	}
+}
+
+// A manifest written in place (os.WriteFile: truncate, then write) can be
+// read between the two by the event of the truncate. That read is held,
+// not reported: the write's event, or the recheck, reads the content.
+func TestInPlaceWriteIsNoError(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.yaml")
+	write(t, a, manifest("a"))
+	h := newFileHarness(t, dir)
+	h.sync(t)
+	h.pending()
+	named := map[string]struct{}{a: {}}
+
+	write(t, a, "") // the truncate, seen by an event
+	if err := h.src.syncNamed(h.ctx, named, true); err != nil {
+		t.Fatal(err)
+	}
+	write(t, a, manifest("a2")) // the write
+	if err := h.src.recheck(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.errs) != 0 {
+		t.Fatalf("errors reported for a manifest written in place: %q", h.errs)
+	}
+	us := h.pending()
+	if len(us) != 1 || names(us[0]) != "a2-node" {
+		t.Fatalf("updates %v, want one SET with a2-node", us)
+	}
+}
+
+// A manifest that still fails at the recheck is reported, once, and its
+// last good version keeps running; without hold (a periodic read, or Sync)
+// a failure is reported at once.
+func TestHeldFailureReportedAtRecheck(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	write(t, a, manifest("a"))
+	h := newFileHarness(t, dir)
+	h.sync(t)
+	h.pending()
+
+	write(t, a, "")
+	for range 2 { // two events before the recheck: still held, not reported
+		if err := h.src.syncNamed(h.ctx, map[string]struct{}{a: {}}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(h.errs) != 0 {
+		t.Fatalf("reported before the recheck: %q", h.errs)
+	}
+	if err := h.src.recheck(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.errs) != 1 || !strings.Contains(h.errs[0], "empty manifest") {
+		t.Fatalf("errors after the recheck %q, want one empty-manifest error", h.errs)
+	}
+	if us := h.pending(); len(us) != 0 {
+		t.Fatalf("the last good version must keep running, got updates %v", us)
+	}
+	if err := h.src.recheck(h.ctx); err != nil || len(h.errs) != 1 {
+		t.Fatalf("a second recheck with nothing held: err %v, errors %q", err, h.errs)
+	}
+
+	write(t, b, "kind: Pod\nmetadata: {name: Bad_Name}\n")
+	h.sync(t)
+	if len(h.errs) != 2 || !strings.Contains(h.errs[1], "b.yaml") {
+		t.Fatalf("a full sync must report at once, errors %q", h.errs)
 	}
 }

@@ -16,7 +16,7 @@ func (h *fileHarness) scan(t *testing.T, full bool) int {
 	h.src.mu.Lock()
 	before := h.src.reads
 	h.src.mu.Unlock()
-	if err := h.src.sync(h.ctx, full); err != nil {
+	if err := h.src.sync(h.ctx, full, false); err != nil {
 		t.Fatal(err)
 	}
 	h.src.mu.Lock()

@@ -69,6 +69,10 @@ type HTTPSourceConfig struct {
 	// Out receives a SET with the full pod list of the URL whenever it
 	// changes. Required.
 	Out chan<- kubetypes.PodUpdate
+	// OnError, if set, is called from Run's goroutine with a failed
+	// fetch or a body that does not decode (the error says which, without
+	// credentials), once per distinct error until a fetch succeeds again.
+	OnError func(err error)
 }
 
 // HTTPSource polls one URL for static pods.
@@ -95,6 +99,8 @@ type HTTPSource struct {
 	last     []byte
 	haveLast bool
 	failures int
+	onError  func(error)
+	lastErr  string // the last error given to onError, until a success
 }
 
 // NewHTTPSource validates cfg and fills its defaults. It does no I/O.
@@ -150,6 +156,7 @@ func NewHTTPSource(cfg HTTPSourceConfig) (*HTTPSource, error) {
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
 		out:      cfg.Out,
+		onError:  cfg.OnError,
 	}
 	s.secrets = secretStrings(u, cfg.Header)
 	if s.period == 0 {
@@ -317,10 +324,15 @@ func (s *HTTPSource) logResult(err error) {
 			s.log.Info("reading pods from URL works again", zap.Int("failures", s.failures))
 		}
 		s.failures = 0
+		s.lastErr = ""
 		return
 	}
 	if errors.Is(err, context.Canceled) {
 		return
+	}
+	if s.onError != nil && err.Error() != s.lastErr {
+		s.lastErr = err.Error()
+		s.onError(err)
 	}
 	s.failures++
 	switch {

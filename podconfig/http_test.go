@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -522,4 +523,23 @@ func TestHTTPSourceTimeout(t *testing.T) {
 		t.Fatalf("err = %v, want a deadline error", err)
 	}
 	expectNoUpdate(t, out)
+}
+
+func TestHTTPSourceOnErrorOncePerDistinctError(t *testing.T) {
+	var got []string
+	s, err := NewHTTPSource(HTTPSourceConfig{
+		URL: "http://127.0.0.1:1/pods", NodeName: "n", Out: make(chan kubetypes.PodUpdate, 1),
+		OnError: func(err error) { got = append(got, err.Error()) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := errors.New("fetch failed: a"), errors.New("fetch failed: b")
+	for _, e := range []error{a, a, b, context.Canceled, nil, a} {
+		s.logResult(e)
+	}
+	want := []string{"fetch failed: a", "fetch failed: b", "fetch failed: a"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("OnError calls = %q, want %q", got, want)
+	}
 }

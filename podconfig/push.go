@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/lifecycle"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,8 @@ type PushHandler struct {
 	out      chan<- kubetypes.PodUpdate
 	clock    clock.Clock
 	log      *zap.Logger
+
+	once lifecycle.Once
 
 	// lock is a one-slot semaphore rather than a mutex so waiting for it
 	// respects the request context. It guards pods and orders the sends.
@@ -147,6 +150,28 @@ func (h *PushHandler) Sync(ctx context.Context) error {
 	}
 	defer h.release()
 	return h.send(ctx, h.pods)
+}
+
+// Run makes the handler a pod source: it sends the current set once (so
+// PodConfig counts the push source as seen before any client has pushed)
+// and then waits for ctx; pushes are sent by ServeHTTP as they come. It
+// returns nil once ctx is done, and an error only when the first send
+// fails for another reason. Serving the handler (an http.Server, or a mux
+// of the program's own) is the caller's job; the Builder's WithPushSource
+// does both. See package lifecycle for the contract; a second call returns
+// ErrAlreadyRan.
+func (h *PushHandler) Run(ctx context.Context) error {
+	if err := h.once.Start(); err != nil {
+		return err
+	}
+	if err := h.Sync(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	<-ctx.Done()
+	return nil
 }
 
 // Pods returns deep copies of the current pods, sorted by namespace and name.

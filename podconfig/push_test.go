@@ -283,3 +283,28 @@ func TestNewPushHandlerConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPushRunIsASource(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := make(chan kubetypes.PodUpdate) // unbuffered: Run's first send is seen
+	h, _ := newTestPush(t, PushConfig{Out: out})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	u := <-out
+	if u.Op != kubetypes.SET || u.Source != kubetypes.SourcePush || len(u.Pods) != 0 {
+		t.Fatalf("first update = %v %q %d pods, want an empty SET from %q", u.Op, u.Source, len(u.Pods), kubetypes.SourcePush)
+	}
+	// A push while Run runs is sent as a SET with the pod.
+	go func() { doPush(h, http.MethodPost, "/", "application/json", testPodJSON) }()
+	if u := <-out; len(u.Pods) != 1 || u.Pods[0].Name != "web-node1" {
+		t.Fatalf("after a push got %s, want web-node1", podNames(u.Pods))
+	}
+	if err := h.Run(ctx); err != ErrAlreadyRan {
+		t.Fatalf("second Run = %v, want ErrAlreadyRan", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel = %v, want nil", err)
+	}
+}

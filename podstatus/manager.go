@@ -98,6 +98,10 @@ type Manager struct {
 	sent   map[types.UID]sentStatus
 
 	notify chan struct{}
+
+	// changed is closed, and replaced, whenever a status is stored or
+	// removed (see Changed); under mu.
+	changed chan struct{}
 }
 
 // entry is the cached status of one pod.
@@ -145,6 +149,7 @@ func New(cfg Config) (*Manager, error) {
 		sent:     make(map[types.UID]sentStatus),
 		pending:  make(map[types.UID]struct{}),
 		notify:   make(chan struct{}, 1),
+		changed:  make(chan struct{}),
 	}, nil
 }
 
@@ -385,11 +390,16 @@ func attemptedInitContainers(list []v1.ContainerStatus) []v1.ContainerStatus {
 func (m *Manager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	removed := false
 	for uid := range m.statuses {
 		if !keep[uid] {
 			delete(m.statuses, uid)
 			m.pending[uid] = struct{}{} // the next sync forgets what was sent
+			removed = true
 		}
+	}
+	if removed {
+		m.broadcastLocked()
 	}
 }
 
@@ -445,7 +455,24 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 	}
 	m.statuses[pod.UID] = ne
 	m.pending[pod.UID] = struct{}{}
+	m.broadcastLocked()
 	return true
+}
+
+// broadcastLocked wakes every waiter on Changed. m.mu must be held.
+func (m *Manager) broadcastLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of any cached status
+// (a new version, or a status removed). A waiter takes the channel first,
+// then reads the statuses it cares about, and waits on the channel only if
+// they are not yet what it wants: no change is missed, and nothing polls.
+func (m *Manager) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
 }
 
 // forceTerminalReadiness sets Ready and ContainersReady to False
@@ -675,10 +702,14 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 	// copies, as long as nothing below writes into them.
 	m.mu.Lock()
 	var todo []toSync
+	var forget []types.UID // sent once, status since removed
 	pick := func(uid types.UID) {
 		e, ok := m.statuses[uid]
 		if !ok {
-			delete(m.sent, uid)
+			if _, sent := m.sent[uid]; sent {
+				forget = append(forget, uid)
+				delete(m.sent, uid)
+			}
 			return
 		}
 		todo = append(todo, toSync{uid: uid, pod: e.pod, status: e.status, version: e.version, finished: e.finished})
@@ -690,6 +721,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 		}
 		for uid := range m.sent {
 			if _, ok := m.statuses[uid]; !ok {
+				forget = append(forget, uid)
 				delete(m.sent, uid)
 			}
 		}
@@ -702,6 +734,11 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) error {
 	clear(m.pending)
 	m.mu.Unlock()
 	sort.Slice(todo, func(i, j int) bool { return todo[i].uid < todo[j].uid })
+	if f, ok := m.sink.(PodForgetter); ok {
+		for _, uid := range forget {
+			f.ForgetPod(uid)
+		}
+	}
 
 	deleter, canDelete := m.sink.(PodDeleter)
 	var errs []error

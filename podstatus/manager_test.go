@@ -23,7 +23,6 @@ type stFlakySink struct {
 	mu      sync.Mutex
 	failing bool
 	got     []v1.PodStatus
-	deleted []types.UID
 }
 
 func (s *stFlakySink) SyncPodStatus(_ context.Context, _ *v1.Pod, st v1.PodStatus) error {
@@ -677,5 +676,78 @@ func TestNewStatusManagerReportsEveryProblem(t *testing.T) {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("New = %v: %s not named", err, name)
 		}
+	}
+}
+
+// Changed is closed by every new version and by a removal, and not by an
+// update that changes nothing.
+func TestStatusManagerChanged(t *testing.T) {
+	m, _ := stManager(t, NewMemorySink())
+	pod := stPod()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := m.Changed()
+	if closed(ch) {
+		t.Fatal("Changed closed before any status")
+	}
+	m.SetPodStatus(pod, stRunningStatus())
+	if !closed(ch) {
+		t.Fatal("Changed not closed by a new status")
+	}
+	ch = m.Changed()
+	m.SetPodStatus(pod, stRunningStatus())
+	if closed(ch) {
+		t.Fatal("Changed closed by an update that changed nothing")
+	}
+	m.RemoveOrphanedStatuses(map[types.UID]bool{pod.UID: true})
+	if closed(ch) {
+		t.Fatal("Changed closed though nothing was removed")
+	}
+	m.RemoveOrphanedStatuses(nil)
+	if !closed(ch) {
+		t.Fatal("Changed not closed by a removal")
+	}
+}
+
+// A pod whose status the manager dropped (removed from the sources and
+// stopped) is forgotten by a sink that can forget: the default
+// MemorySink keeps only the pods the agent knows.
+func TestStatusManagerForgetsRemovedPodsInSink(t *testing.T) {
+	sink := NewMemorySink()
+	m, _ := stManager(t, sink)
+	pod := stPod()
+	other := stPod()
+	other.UID, other.Name = "uid-2", "other"
+	m.SetPodStatus(pod, stRunningStatus())
+	m.SetPodStatus(other, stRunningStatus())
+	if err := m.SyncOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if sink.Len() != 2 {
+		t.Fatalf("sink has %d pods, want 2", sink.Len())
+	}
+	m.RemoveOrphanedStatuses(map[types.UID]bool{other.UID: true})
+	if err := m.SyncOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sink.Get(pod.UID); ok || sink.Len() != 1 {
+		t.Fatalf("removed pod still in the sink (%d pods)", sink.Len())
+	}
+	if _, ok := sink.Get(other.UID); !ok {
+		t.Fatal("the pod still known was forgotten")
+	}
+	// The same through a full resync.
+	m.RemoveOrphanedStatuses(nil)
+	if err := m.ResyncAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if sink.Len() != 0 {
+		t.Fatalf("sink has %d pods after every pod was removed, want 0", sink.Len())
 	}
 }

@@ -30,8 +30,18 @@ type PodDeleter interface {
 	DeletePod(ctx context.Context, pod *v1.Pod) error
 }
 
-// MemorySink is an in-memory Sink and PodDeleter: it keeps the
-// latest status of every pod by UID. It is safe for concurrent use; the
+// PodForgetter is the optional capability of a Sink to drop what it keeps
+// of a pod the agent no longer knows: removed from its sources and stopped,
+// its status dropped by RemoveOrphanedStatuses. The Manager calls it from
+// its sync, as it calls SyncPodStatus, once per such pod it had sent.
+type PodForgetter interface {
+	ForgetPod(uid types.UID)
+}
+
+// MemorySink is an in-memory Sink, PodDeleter and PodForgetter: it keeps
+// the latest status of every pod the agent knows, by UID, and forgets a pod
+// once the agent does (so an agent that runs for months keeps only its
+// current pods). It is safe for concurrent use; the
 // zero value is not: use NewMemorySink.
 type MemorySink struct {
 	mu       sync.Mutex
@@ -82,6 +92,18 @@ func (s *MemorySink) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	s.mu.Unlock()
 	s.signal()
 	return nil
+}
+
+// ForgetPod drops the pod's status and its deleted mark.
+func (s *MemorySink) ForgetPod(uid types.UID) {
+	s.mu.Lock()
+	_, had := s.statuses[uid]
+	delete(s.statuses, uid)
+	delete(s.deleted, uid)
+	s.mu.Unlock()
+	if had {
+		s.signal()
+	}
 }
 
 func (s *MemorySink) signal() {

@@ -338,8 +338,8 @@ func TestCacheErrorBacksOff(t *testing.T) {
 			t.Fatalf("syncer called despite a cache error: %v", calls)
 		}
 		at, ok := e.p.WorkQueue().dueTime("1")
-		if !ok || at.Sub(time.Now()) != 7*time.Second {
-			t.Fatalf("due in %v (queued %v), want 7s", at.Sub(time.Now()), ok)
+		if !ok || time.Until(at) != 7*time.Second {
+			t.Fatalf("due in %v (queued %v), want 7s", time.Until(at), ok)
 		}
 		// The next update syncs normally.
 		e.update(SyncPodSync, newPod("1", "web"))
@@ -622,13 +622,13 @@ func TestRequeueAfterSyncs(t *testing.T) {
 	withWorkers(t, Config{Rand: func() float64 { return 0.5 }}, func(t *testing.T, e *env) {
 		q := e.p.WorkQueue()
 		e.update(SyncPodCreate, newPod("1", "web"))
-		if at, _ := q.dueTime("1"); at.Sub(time.Now()) != 75*time.Second {
-			t.Fatalf("after a sync due in %v, want 75s", at.Sub(time.Now()))
+		if at, _ := q.dueTime("1"); time.Until(at) != 75*time.Second {
+			t.Fatalf("after a sync due in %v, want 75s", time.Until(at))
 		}
 		e.syncer.setErr("1", errors.New("x"))
 		e.update(SyncPodSync, newPod("1", "web"))
-		if at, _ := q.dueTime("1"); at.Sub(time.Now()) != 12500*time.Millisecond {
-			t.Fatalf("after an error due in %v, want 12.5s", at.Sub(time.Now()))
+		if at, _ := q.dueTime("1"); time.Until(at) != 12500*time.Millisecond {
+			t.Fatalf("after an error due in %v, want 12.5s", time.Until(at))
 		}
 		e.syncer.blockOn("terminated", "1")
 		e.update(SyncPodKill, newPod("1", "web"))

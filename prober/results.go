@@ -46,9 +46,3 @@ func (r *results) remove(id string, t ProbeType) {
 	delete(r.m, resultKey{rawID(id), t})
 	r.mu.Unlock()
 }
-
-func (r *results) len() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return len(r.m)
-}

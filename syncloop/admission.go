@@ -268,20 +268,6 @@ func podHostPorts(pod *v1.Pod) []hostPort {
 	return out
 }
 
-// canAdmitPod runs every admit handler; the first rejection wins.
-func (l *Loop) canAdmitPod(pod *v1.Pod, active []*v1.Pod) AdmitResult {
-	for _, h := range l.admit {
-		r := h.Admit(pod, active)
-		if !r.Admit {
-			if r.Reason == "" {
-				r.Reason = "UnknownReason"
-			}
-			return r
-		}
-	}
-	return AdmitResult{Admit: true}
-}
-
 // activePodsExcept returns the known pods that run or may run (not known
 // terminated, not terminal unless their termination is still underway),
 // except uid.

@@ -234,14 +234,6 @@ func (a *actualState) dirOf(uid types.UID, name string) string {
 	return ""
 }
 
-// knows reports whether the pod's volume is in the actual state at all.
-func (a *actualState) knows(uid types.UID, name string) bool {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	_, ok := a.pods[uid][name]
-	return ok
-}
-
 // counts adds the number of known volumes per plugin name into m.
 func (a *actualState) counts(m map[string]int) {
 	a.mu.RLock()

@@ -64,16 +64,6 @@ func (s *stubPlugin) setUpCount(dir string) int {
 	return s.setUps[dir]
 }
 
-func (s *stubPlugin) totalSetUps() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.setUps {
-		n += c
-	}
-	return n
-}
-
 func (s *stubPlugin) tearDownCount(dir string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -96,13 +96,13 @@ func newAllocator(t *topology.Topology) *allocator {
 
 // accumulator is the state of one allocation.
 type accumulator struct {
-	al                  *allocator
-	free                []bool // per CPU id
-	freeCore            []int
-	freeA, freeB        []int
-	need                int
-	result              []int
-	order, orderB, tmpB []int
+	al           *allocator
+	free         []bool // per CPU id
+	freeCore     []int
+	freeA, freeB []int
+	need         int
+	result       []int
+	order        []int
 }
 
 func (al *allocator) newAccumulator(available cpuset.CPUSet, need int) *accumulator {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -77,6 +78,29 @@ type options struct {
 	// containerdEvents: follow containerd's own exit events (with
 	// --runtime-endpoint only).
 	containerdEvents bool
+	// manifestURL and manifestURLHeaders: a URL source (the kubelet's
+	// --manifest-url and --manifest-url-header).
+	manifestURL        string
+	manifestURLHeaders headerFlag
+	// pushAddr: serve the HTTP push source on this address.
+	pushAddr string
+}
+
+// headerFlag collects repeated "Name:value" flags into an http.Header.
+type headerFlag struct{ h http.Header }
+
+func (f *headerFlag) String() string { return "" }
+
+func (f *headerFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	if !ok || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("%q is not Name:value", s)
+	}
+	if f.h == nil {
+		f.h = http.Header{}
+	}
+	f.h.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	return nil
 }
 
 func main() {
@@ -94,6 +118,9 @@ func main() {
 	flag.BoolVar(&o.containerdEvents, "containerd-events", false, "with --runtime-endpoint: also follow containerd's own task exit events on that socket, so a container's exit shows in its pod status within milliseconds instead of at the next relist (containerd 1.6's CRI has no container events and reports exits late); ignored with a warning when the runtime is not containerd. A restart after such an exit waits until containerd's CRI no longer lists the old container running (it lags the event by up to a few hundred milliseconds). Off by default: the kubelet's behaviour is to relist")
 	flag.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (go tool pprof); needs a binary built with -tags pprof")
 	flag.IntVar(&o.maxProcs, "max-procs", 0, "run Go code on at most this many CPUs at once (GOMAXPROCS); 0: Go's default (all of them). An agent waits on the runtime far more than it computes: 1 saves the Go scheduler's hand-offs between threads (starting 30 pods on a 2-CPU VM: a quarter less CPU, the same start times; see hack/e2ebench/RESULTS.md)")
+	flag.StringVar(&o.manifestURL, "manifest-url", "", "also run the static pods served at this URL (a Pod or PodList, YAML or JSON), fetched every 20 s, as the kubelet's --manifest-url")
+	flag.Var(&o.manifestURLHeaders, "manifest-url-header", "a 'Name:value' HTTP header sent with every --manifest-url request (repeatable), as the kubelet's")
+	flag.StringVar(&o.pushAddr, "push-addr", "", "also take static pods pushed over HTTP on this address (e.g. 127.0.0.1:10260): POST a Pod or PodList, DELETE /<namespace>/<name>, GET the list. No authentication: keep it on loopback")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
@@ -174,6 +201,12 @@ func run(ctx context.Context, o options) error {
 		WithManifestDir(o.manifests).
 		WithRootDir(root).
 		WithLogger(log)
+	if o.manifestURL != "" {
+		b.WithManifestURL(o.manifestURL, o.manifestURLHeaders.h)
+	}
+	if o.pushAddr != "" {
+		b.WithPushSource(o.pushAddr)
+	}
 	if o.evented {
 		b.WithEventedPLEG()
 	} else {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +92,65 @@ func TestApplyMaxProcs(t *testing.T) {
 	}
 	if err := applyMaxProcs(1); err != nil || runtime.GOMAXPROCS(0) != 1 {
 		t.Fatalf("1: %v, GOMAXPROCS %d", err, runtime.GOMAXPROCS(0))
+	}
+}
+
+// --manifest-url adds the URL's pods to the shipped ones, sent with the
+// --manifest-url-header headers.
+func TestRunFakeWithManifestURL(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("X-Token"))
+		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"remote"},
+"spec":{"hostNetwork":true,"containers":[{"name":"c","image":"localhost/nodekit/busybox:1","command":["sleep","infinity"]}]}}`))
+	}))
+	defer srv.Close()
+	root := t.TempDir()
+	statusFile := filepath.Join(root, "status.json")
+	o := options{root: root, nodeName: "test", duration: 3 * time.Second, statusFile: statusFile, manifestURL: srv.URL}
+	if err := o.manifestURLHeaders.Set("X-Token: abc"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(statusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []PodReport
+	if err := json.Unmarshal(data, &pods); err != nil {
+		t.Fatal(err)
+	}
+	var remote *PodReport
+	for i := range pods {
+		if pods[i].Name == "remote-test" {
+			remote = &pods[i]
+		}
+	}
+	if len(pods) != 5 || remote == nil || remote.Phase != "Running" {
+		t.Fatalf("status file: %d pods, remote %+v; want 5 with remote-test Running", len(pods), remote)
+	}
+	if h, _ := got.Load().(string); h != "abc" {
+		t.Errorf("X-Token header %q, want abc", h)
+	}
+}
+
+func TestHeaderFlag(t *testing.T) {
+	var f headerFlag
+	for _, s := range []string{"A: 1", "A:2", "B:x:y"} {
+		if err := f.Set(s); err != nil {
+			t.Fatalf("Set(%q) = %v", s, err)
+		}
+	}
+	if a, b := f.h.Values("A"), f.h.Get("B"); len(a) != 2 || a[0] != "1" || a[1] != "2" || b != "x:y" {
+		t.Errorf("headers %v", f.h)
+	}
+	for _, bad := range []string{"novalue", ":v", " : v"} {
+		if err := f.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted", bad)
+		}
 	}
 }

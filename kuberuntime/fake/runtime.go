@@ -89,8 +89,9 @@ type Config struct {
 	// CRI spec says and containerd does.
 	RemoveRunningFails bool
 
-	// MaxCalls bounds the call record (default 100000; the oldest half is
-	// dropped when full). CountCalls counts every call regardless.
+	// MaxCalls bounds the call record (default 4096, a few hundred KB; the
+	// oldest half is dropped when full), so a fake that runs for long keeps
+	// only its recent calls. CountCalls counts every call regardless.
 	MaxCalls int
 }
 
@@ -187,7 +188,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.defaultMemory = 2 << 20
 	}
 	if r.maxCalls <= 0 {
-		r.maxCalls = 100000
+		r.maxCalls = 4096
 	}
 	if r.hostIP == "" {
 		r.hostIP = "127.0.0.1"

@@ -240,10 +240,8 @@ func (s *runtimeServer) Status(ctx context.Context, req *runtimeapi.StatusReques
 }
 
 func (s *runtimeServer) CheckpointContainer(ctx context.Context, req *runtimeapi.CheckpointContainerRequest) (*runtimeapi.CheckpointContainerResponse, error) {
-	if err := s.r.CheckpointContainer(ctx, req); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.CheckpointContainerResponse{}, nil
+	// The fake does not offer it: the call always fails.
+	return nil, s.r.CheckpointContainer(ctx, req)
 }
 
 func (s *runtimeServer) GetContainerEvents(req *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
@@ -260,19 +258,15 @@ func (s *runtimeServer) GetContainerEvents(req *runtimeapi.GetEventsRequest, str
 }
 
 func (s *runtimeServer) ListMetricDescriptors(ctx context.Context, _ *runtimeapi.ListMetricDescriptorsRequest) (*runtimeapi.ListMetricDescriptorsResponse, error) {
-	d, err := s.r.ListMetricDescriptors(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &runtimeapi.ListMetricDescriptorsResponse{Descriptors: d}, nil
+	// The fake does not offer it: the call always fails.
+	_, err := s.r.ListMetricDescriptors(ctx)
+	return nil, err
 }
 
 func (s *runtimeServer) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
-	m, err := s.r.ListPodSandboxMetrics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &runtimeapi.ListPodSandboxMetricsResponse{PodMetrics: m}, nil
+	// The fake does not offer it: the call always fails.
+	_, err := s.r.ListPodSandboxMetrics(ctx)
+	return nil, err
 }
 
 func (s *runtimeServer) RuntimeConfig(ctx context.Context, _ *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {

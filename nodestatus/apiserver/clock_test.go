@@ -57,10 +57,8 @@ func TestLeaseClockJump(t *testing.T) {
 				var at []time.Time       // when (bubble time)
 				client.PrependReactor("*", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
 					var obj runtime.Object
-					switch a := a.(type) {
-					case clienttesting.CreateAction:
-						obj = a.GetObject()
-					case clienttesting.UpdateAction:
+					// CreateAction and UpdateAction both have GetObject.
+					if a, ok := a.(clienttesting.CreateAction); ok {
 						obj = a.GetObject()
 					}
 					if l, ok := obj.(*coordinationv1.Lease); ok {
