@@ -12,7 +12,6 @@ import (
 
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
-	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/containermgr/memorymanager"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
@@ -110,7 +109,7 @@ type settings struct {
 	containerMgr     *containermgr.Manager
 	cpuMgr           *cpumanager.Manager
 	memoryMgr        *memorymanager.Manager
-	deviceMgr        *devicemanager.Manager
+	deviceMgr        DeviceManager
 	withEviction     bool
 	clusters         []Cluster
 	containerdEvents bool

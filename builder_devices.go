@@ -3,10 +3,11 @@ package nodekit
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -21,8 +22,34 @@ import (
 // resources (Agent.DeviceCapacity; clusterapiserver.Wire uses it). Give
 // the manager the agent's <root>/device-plugins as its PluginDir
 // (devicemanager.PluginDirName), as the kubelet has it under its root.
-func (b *Builder) WithDeviceManager(m *devicemanager.Manager) *Builder {
-	return record(b, &b.deviceMgr, m, "WithDeviceManager", deviceWiring{m: m}.hooks())
+func (b *Builder) WithDeviceManager(m DeviceManager) *Builder {
+	switch v := reflect.ValueOf(m); {
+	case m == nil || v.Kind() == reflect.Pointer && v.IsNil():
+		return b.fail("WithDeviceManager was given a nil manager")
+	case b.deviceMgr != nil:
+		return b.fail("WithDeviceManager given twice")
+	}
+	b.deviceMgr = m
+	b.wired = append(b.wired, deviceWiring{m: m}.hooks())
+	return b
+}
+
+// DeviceManager is what WithDeviceManager wires; containermgr/devicemanager's
+// Manager satisfies it. (An interface, so that an agent that never calls
+// WithDeviceManager does not link the device plugin API.)
+type DeviceManager interface {
+	// Start loads the state before the first pod is admitted.
+	Start(ctx context.Context, activePods func() []*v1.Pod, sourcesReady func() bool) error
+	// Run serves the plugins for the agent's life.
+	Run(ctx context.Context) error
+	// Admit allocates a pod's devices at admission.
+	Admit(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, message string)
+	// RemovePod frees a stopped pod's devices.
+	RemovePod(podUID string) error
+	// ApplyContainerDevices puts a container's devices in its CRI config.
+	ApplyContainerDevices(ctx context.Context, pod *v1.Pod, c *v1.Container, cfg *runtimeapi.ContainerConfig) error
+	// DeviceCapacity reports the extended resources for the node status.
+	DeviceCapacity() (capacity, allocatable v1.ResourceList)
 }
 
 // DeviceCapacity reports the device plugins' extended resources
@@ -36,7 +63,7 @@ func (a *Agent) DeviceCapacity() (capacity, allocatable v1.ResourceList) {
 }
 
 type deviceWiring struct {
-	m *devicemanager.Manager
+	m DeviceManager
 }
 
 func (w deviceWiring) hooks() wiring {

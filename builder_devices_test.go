@@ -141,3 +141,25 @@ func TestWithDeviceManager(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestWithDeviceManagerMisuse(t *testing.T) {
+	dir, err := os.MkdirTemp("", "nkdev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	dm, err := devicemanager.New(devicemanager.Config{PluginDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typedNil *devicemanager.Manager
+	for name, b := range map[string]*nodekit.Builder{
+		"nil":       nodekit.NewBuilder().WithFakeRuntime().WithDeviceManager(nil),
+		"typed nil": nodekit.NewBuilder().WithFakeRuntime().WithDeviceManager(typedNil),
+		"twice":     nodekit.NewBuilder().WithFakeRuntime().WithDeviceManager(dm).WithDeviceManager(dm),
+	} {
+		if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "WithDeviceManager") {
+			t.Errorf("%s: Build = %v, want an error naming WithDeviceManager", name, err)
+		}
+	}
+}
