@@ -59,6 +59,8 @@ type Agent struct {
 	containerdEvents *containerdevents.Watcher
 	eviction         atomic.Pointer[eviction.Manager]
 	logRotation      *logs.Manager // container log rotation (builder_logs.go)
+	// devices reports the device plugins' resources (WithDeviceManager).
+	devices func() (capacity, allocatable v1.ResourceList)
 	// starters run, in order, before any part starts (state to load before
 	// the first pod is admitted).
 	starters []func(ctx context.Context) error

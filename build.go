@@ -72,6 +72,7 @@ const (
 	rankMemory
 	rankContainerdEvents
 	rankStats
+	rankDevices
 )
 
 // wirings returns the recorded wirings in rank order. (A hand-written

@@ -113,6 +113,7 @@ type settings struct {
 	containerMgr     *containermgr.Manager
 	cpuMgr           *cpumanager.Manager
 	memoryMgr        *memorymanager.Manager
+	deviceMgr        DeviceManager
 	withEviction     bool
 	withStats        bool
 	clusters         []Cluster

@@ -231,6 +231,9 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		// manager (WithEviction); no pressure without one.
 		Pressure: a.Pressure(),
 	}
+	// The device plugins' extended resources (WithDeviceManager; none
+	// without one).
+	setters.Machine.Devices = a
 	if v, ok := a.CRI().(nodestatus.RuntimeVersioner); ok {
 		setters.Runtime = v
 	}

@@ -27,6 +27,9 @@ type Config struct {
 	// CPUSets gives each container's cpuset (the cpu manager); nil leaves
 	// cpuset to the runtime.
 	CPUSets CPUSetProvider
+	// Devices adds each container's devices (the device manager); nil =
+	// none.
+	Devices ContainerDevices
 
 	// PodsDir is the agent's per-pod directory (the Builder's
 	// <root>/pods): each container instance with a terminationMessagePath

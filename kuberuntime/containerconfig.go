@@ -144,5 +144,10 @@ func (b *configBuilder) buildContainerConfig(ctx context.Context, in containerIn
 			cfg.Linux.Resources.CpusetCpus = cpus
 		}
 	}
+	if b.cfg.Devices != nil {
+		if err := b.cfg.Devices.ApplyContainerDevices(ctx, pod, c, cfg); err != nil {
+			return nil, configErr(c.Name, "devices: %v", err)
+		}
+	}
 	return cfg, nil
 }

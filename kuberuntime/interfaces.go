@@ -61,3 +61,11 @@ type RuntimeClassResolver interface {
 type CPUSetProvider interface {
 	ContainerCPUSet(pod *v1.Pod, container *v1.Container) (cpus string, ok bool)
 }
+
+// ContainerDevices adds a container's allocated devices to its CRI config
+// when it is created (envs, mounts, device nodes, annotations, CDI device
+// names), after everything else is set. An error fails the container with
+// CreateContainerConfigError. The device manager satisfies it.
+type ContainerDevices interface {
+	ApplyContainerDevices(ctx context.Context, pod *v1.Pod, container *v1.Container, cfg *runtimeapi.ContainerConfig) error
+}

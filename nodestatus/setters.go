@@ -250,6 +250,17 @@ type MachineInfoConfig struct {
 	// reservations and hard eviction thresholds), typically the container
 	// manager's node allocatable reservation; nil = nothing.
 	Reservation func() v1.ResourceList
+	// Devices reports the extended resources of device plugins (the
+	// device manager; nil = none).
+	Devices DeviceCapacity
+}
+
+// DeviceCapacity reports extended resources served by device plugins:
+// capacity counts all devices of a resource, allocatable its healthy ones;
+// a resource that went away is reported as 0. The device manager
+// satisfies it.
+type DeviceCapacity interface {
+	DeviceCapacity() (capacity, allocatable v1.ResourceList)
 }
 
 // MachineInfo reports capacity and allocatable (cpu, memory, pods,
@@ -259,7 +270,9 @@ type MachineInfoConfig struct {
 // kubelet does) and the error is returned. Allocatable is capacity minus the
 // reservation, never below zero, and memory allocatable also loses every
 // huge page capacity. Resources in allocatable but not in capacity are
-// dropped.
+// dropped. Device plugin resources (cfg.Devices) are added to capacity, and
+// their allocatable is the device manager's (the healthy devices), as the
+// kubelet does.
 func MachineInfo(cfg MachineInfoConfig) Setter {
 	maxPods := cfg.MaxPods
 	if maxPods <= 0 {
@@ -307,7 +320,20 @@ func MachineInfo(cfg MachineInfoConfig) Setter {
 				capacity[HugePageResourceName(size)] = *resource.NewQuantity(size*count, resource.BinarySI)
 			}
 		}
+		var devAlloc v1.ResourceList
+		if cfg.Devices != nil {
+			var devCap v1.ResourceList
+			devCap, devAlloc = cfg.Devices.DeviceCapacity()
+			for name, q := range devCap {
+				capacity[name] = q
+			}
+		}
 		setAllocatable(node, cfg.Reservation)
+		for name, q := range devAlloc {
+			if _, ok := capacity[name]; ok {
+				node.Status.Allocatable[name] = q
+			}
+		}
 		return infoErr
 	}
 }

@@ -638,3 +638,35 @@ func TestCountCPUList(t *testing.T) {
 		}
 	}
 }
+
+type fakeDevices struct{ capacity, allocatable v1.ResourceList }
+
+func (f *fakeDevices) DeviceCapacity() (v1.ResourceList, v1.ResourceList) {
+	return f.capacity, f.allocatable
+}
+
+// TestMachineInfoDevices: device plugin resources join capacity, and
+// their allocatable is the healthy count, not capacity minus reservation;
+// a resource reported as 0 stays in both as 0.
+func TestMachineInfoDevices(t *testing.T) {
+	base := &Machine{NumCores: 2, MemoryCapacity: 1024}
+	dev := &fakeDevices{
+		capacity:    v1.ResourceList{"example.com/widget": q("3")},
+		allocatable: v1.ResourceList{"example.com/widget": q("2")},
+	}
+	setter := MachineInfo(MachineInfoConfig{Machine: machineOf(base, nil), MaxPods: 110, Devices: dev})
+	node := &v1.Node{}
+	if err := setter(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	equalLists(t, "capacity", node.Status.Capacity, v1.ResourceList{"cpu": q("2"), "memory": q("1Ki"), "pods": q("110"), "example.com/widget": q("3")})
+	equalLists(t, "allocatable", node.Status.Allocatable, v1.ResourceList{"cpu": q("2"), "memory": q("1Ki"), "pods": q("110"), "example.com/widget": q("2")})
+	dev.capacity = v1.ResourceList{"example.com/widget": q("0")}
+	dev.allocatable = v1.ResourceList{"example.com/widget": q("0")}
+	if err := setter(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	if c, a := node.Status.Capacity["example.com/widget"], node.Status.Allocatable["example.com/widget"]; c.Value() != 0 || a.Value() != 0 {
+		t.Fatalf("gone resource: capacity %v allocatable %v, want 0 and 0", c, a)
+	}
+}

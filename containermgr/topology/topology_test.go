@@ -215,3 +215,17 @@ func FuzzParseCPUSet(f *testing.F) {
 		}
 	})
 }
+
+func TestHintString(t *testing.T) {
+	for _, tc := range []struct {
+		h    Hint
+		want string
+	}{
+		{Hint{NUMANodes: []int{0}, Preferred: true}, "{0 preferred}"},
+		{Hint{NUMANodes: []int{0, 1}}, "{0,1}"},
+	} {
+		if got := tc.h.String(); got != tc.want {
+			t.Errorf("%#v: %q, want %q", tc.h, got, tc.want)
+		}
+	}
+}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 )
@@ -50,6 +51,8 @@ type options struct {
 	verbose    bool
 	images     string
 	nodeIPs    string
+	// devicePlugins serves device plugins on <root>/device-plugins.
+	devicePlugins bool
 }
 
 func main() {
@@ -66,6 +69,7 @@ func main() {
 	flag.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
+	flag.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -127,6 +131,17 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	nodeIPs, err := parseNodeIPs(o.nodeIPs)
 	if err != nil {
 		return err
+	}
+	if o.devicePlugins {
+		dm, err := devicemanager.New(devicemanager.Config{
+			PluginDir:   filepath.Join(root, devicemanager.PluginDirName),
+			RegistryDir: filepath.Join(root, devicemanager.RegistryDirName),
+			Logger:      log,
+		})
+		if err != nil {
+			return err
+		}
+		b.WithDeviceManager(dm)
 	}
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, NodeIPs: nodeIPs, Logger: log}).Build()
 	if err != nil {

@@ -87,3 +87,38 @@ func TestParseNodeIPs(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDevicePlugins: --device-plugins serves the registration socket
+// under the root directory.
+func TestRunDevicePlugins(t *testing.T) {
+	root, err := os.MkdirTemp("", "nkc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		var out bytes.Buffer
+		done <- run(ctx, options{nodeName: "n1", root: root, duration: 3 * time.Second, images: "busybox", devicePlugins: true}, fake.NewClientset(), &out)
+	}()
+	sock := filepath.Join(root, "device-plugins", "kubelet.sock")
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for seen := false; !seen; {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned %v before %s appeared", err, sock)
+		case <-tick.C:
+			fi, err := os.Stat(sock)
+			seen = err == nil && fi.Mode()&os.ModeSocket != 0
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket left behind after the agent stopped: %v", err)
+	}
+}
