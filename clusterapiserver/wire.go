@@ -56,6 +56,10 @@ type Config struct {
 	// every set to disk and replays it when the API server is unreachable
 	// (podconfig/checkpoint; examples/edge does this).
 	WrapPodSource func(api nodekit.PodSourceFunc) nodekit.PodSourceFunc
+	// ServerPort is the port of the agent's HTTPS API (agentserver.Wire),
+	// advertised in the Node's status.daemonEndpoints.kubeletEndpoint.port
+	// for the API server to reach logs, exec and port-forward; 0 = none.
+	ServerPort int32
 	// NoLease turns the node lease off.
 	NoLease bool
 	Logger  *zap.Logger
@@ -130,6 +134,7 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs},
 		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
 		AgentVersion: cfg.AgentVersion,
+		Port:         cfg.ServerPort,
 		ReadyChecks:  checks,
 		// As the kubelet with local storage capacity isolation (its
 		// default): no Ready node without ephemeral-storage capacity.

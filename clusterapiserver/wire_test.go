@@ -94,7 +94,7 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir()).WithManifestDir(dir)
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
 		Client: client, NodeName: node, Machine: machine, Logger: lg, MirrorPeriod: 50 * time.Millisecond,
-		StatusUpdateFrequency: 50 * time.Millisecond,
+		StatusUpdateFrequency: 50 * time.Millisecond, ServerPort: 10250,
 	}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +133,9 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
+		}
+		if p := n.Status.DaemonEndpoints.KubeletEndpoint.Port; p != 10250 {
+			return false, fmt.Sprintf("kubeletEndpoint.port %d", p)
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == v1.NodeReady {
