@@ -20,6 +20,8 @@ type User struct {
 const (
 	AnonymousUser  = "system:anonymous"
 	AnonymousGroup = "system:unauthenticated"
+	// AuthenticatedGroup is added to every authenticated user's groups.
+	AuthenticatedGroup = "system:authenticated"
 )
 
 // Authenticator identifies the caller of a request. ok false with a nil
@@ -165,7 +167,8 @@ func (a X509Authenticator) Authenticate(r *http.Request) (*User, bool, error) {
 	if certs[0].Subject.CommonName == "" {
 		return nil, false, nil
 	}
-	return &User{Name: certs[0].Subject.CommonName, Groups: append([]string(nil), certs[0].Subject.Organization...)}, true, nil
+	groups := append(append([]string(nil), certs[0].Subject.Organization...), AuthenticatedGroup)
+	return &User{Name: certs[0].Subject.CommonName, Groups: groups}, true, nil
 }
 
 // Union tries each Authenticator in order: the first to authenticate wins.

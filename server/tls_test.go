@@ -151,7 +151,7 @@ func TestServeTLSWithClientCertificates(t *testing.T) {
 		t.Errorf("client cert: %d %q %v", code, body, err)
 	}
 	last := f.authz.seen[len(f.authz.seen)-1]
-	if last.User.Name != "kube-apiserver" || len(last.User.Groups) != 1 || last.User.Groups[0] != "system:masters" {
+	if last.User.Name != "kube-apiserver" || len(last.User.Groups) != 2 || last.User.Groups[0] != "system:masters" || last.User.Groups[1] != AuthenticatedGroup {
 		t.Errorf("user %+v", last.User)
 	}
 	bad := other.client(t, "kube-apiserver")
