@@ -36,6 +36,10 @@ type Config struct {
 	// NodeIPs are the node's addresses (at most one per family); empty
 	// means the host's.
 	NodeIPs []net.IP
+	// AllowLoopbackNodeIP accepts 127.0.0.1 or ::1 in NodeIPs (the kubelet
+	// refuses them): for an API server on the same host that must reach the
+	// agent's HTTPS API, as in the e2e tests.
+	AllowLoopbackNodeIP bool
 	// Machine describes the host; nil = nodestatus.MachineReader{}.Read.
 	Machine nodestatus.MachineFunc
 	// AgentVersion is reported as the kubelet version (default "nodekit").
@@ -131,7 +135,7 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		checks = append(checks, nodestatus.PLEGCheck(p.Healthy))
 	}
 	setters := nodestatus.SettersConfig{
-		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs},
+		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
 		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
 		AgentVersion: cfg.AgentVersion,
 		Port:         cfg.ServerPort,
