@@ -12,6 +12,15 @@
 //
 // The credential should be the node's own (user system:node:<name>, group
 // system:nodes).
+//
+// It serves the kubelet's HTTPS API on --port (10250; kubectl logs, exec,
+// attach, port-forward and the API server's node proxy reach it there)
+// with the kubelet's flags: --client-ca-file (the API server's kubelet
+// client certificate), --authentication-token-webhook, --authorization-mode
+// (Webhook), --anonymous-auth, --tls-cert-file/--tls-private-key-file
+// (default a self-signed pair kept in <root>/pki), and /healthz on
+// 127.0.0.1:--healthz-port (10248). The API server reaches it at the node's
+// address: --node-ip.
 package main
 
 import (
@@ -20,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,12 +37,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 )
 
@@ -48,6 +60,8 @@ type options struct {
 	duration   time.Duration
 	verbose    bool
 	images     string
+	nodeIPs    string
+	api        exserver.Flags
 }
 
 func main() {
@@ -63,6 +77,8 @@ func main() {
 	flag.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
+	flag.StringVar(&o.nodeIPs, "node-ip", "", "comma-separated node addresses (at most one per family; the API server reaches the agent's API there); default: the host's")
+	o.api.Register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -83,6 +99,22 @@ func mainErr(ctx context.Context, o options) error {
 		return err
 	}
 	return run(ctx, o, client, os.Stdout)
+}
+
+// parseIPs reads --node-ip.
+func parseIPs(s string) ([]net.IP, error) {
+	var out []net.IP
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		ip := net.ParseIP(f)
+		if ip == nil {
+			return nil, fmt.Errorf("--node-ip: %q is not an IP address", f)
+		}
+		out = append(out, ip)
+	}
+	return out, nil
 }
 
 // restConfig builds the client configuration from --kubeconfig or from
@@ -121,7 +153,18 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	} else {
 		b.WithRuntimeEndpoint(o.endpoint)
 	}
-	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log}).Build()
+	nodeIPs, err := parseIPs(o.nodeIPs)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	b.WithRegisterer(reg)
+	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
+	if err != nil {
+		return err
+	}
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log,
+		NodeIPs: nodeIPs, ServerPort: port}).Build()
 	if err != nil {
 		return err
 	}

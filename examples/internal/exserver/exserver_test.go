@@ -1,0 +1,30 @@
+package exserver
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/nodekit/nodekit"
+)
+
+func TestFlagsDefaultsAndOff(t *testing.T) {
+	var f Flags
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	f.Register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.Port != 10250 || f.HealthzPort != 10248 || f.HealthzAddress != "127.0.0.1" || !f.TokenWebhook || f.AuthzMode != "Webhook" || f.Anonymous {
+		t.Errorf("defaults %+v", f)
+	}
+	// Webhook authorization needs a client.
+	if _, err := f.Wire(nodekit.NewBuilder(), nil, "n", t.TempDir(), nil, nil); err == nil {
+		t.Error("Wire accepted Webhook without a client")
+	}
+	if err := fs.Parse([]string{"--port=0"}); err != nil {
+		t.Fatal(err)
+	}
+	if port, err := f.Wire(nodekit.NewBuilder(), nil, "n", t.TempDir(), nil, nil); port != 0 || err != nil {
+		t.Errorf("--port=0: %d %v", port, err)
+	}
+}
