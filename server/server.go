@@ -353,9 +353,11 @@ func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
 
 // Run serves the API with TLS on Address:Port and, when HealthzPort is
 // set, /healthz on HealthzAddress:HealthzPort, until ctx ends; then it
-// shuts both down and returns nil. A listener that cannot be opened or a
-// serving pair that cannot be loaded or made is an error. See package
-// lifecycle for the contract.
+// shuts both down, closes the open streams and returns nil. The API
+// listener or serving pair failing is an error; the health listener
+// failing is logged and retried every 5 s, as the kubelet does, so a busy
+// health port does not stop the agent. See package lifecycle for the
+// contract.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.once.Start(); err != nil {
 		return err
@@ -368,15 +370,12 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server: listening: %w", err)
 	}
-	var hzLn net.Listener
+	var hz func() (net.Listener, error)
 	if s.cfg.HealthzPort != 0 {
-		hzLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.HealthzAddress, strconv.Itoa(s.cfg.HealthzPort)))
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("server: listening for healthz: %w", err)
-		}
+		addr := net.JoinHostPort(s.cfg.HealthzAddress, strconv.Itoa(s.cfg.HealthzPort))
+		hz = func() (net.Listener, error) { return net.Listen("tcp", addr) }
 	}
-	return s.serve(ctx, tls.NewListener(ln, tlsCfg), hzLn)
+	return s.serve(ctx, tls.NewListener(ln, tlsCfg), hz)
 }
 
 // Serve serves the API on ln (which must already speak TLS for client
@@ -386,38 +385,65 @@ func (s *Server) Serve(ctx context.Context, ln, hz net.Listener) error {
 	if err := s.once.Start(); err != nil {
 		return err
 	}
-	return s.serve(ctx, ln, hz)
+	var listenHz func() (net.Listener, error)
+	if hz != nil {
+		listenHz = func() (net.Listener, error) { return hz, nil }
+	}
+	return s.serve(ctx, ln, listenHz)
 }
 
-func (s *Server) serve(ctx context.Context, ln, hz net.Listener) error {
-	servers := []*http.Server{{Handler: s.api, ReadHeaderTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(s.log)}}
-	lns := []net.Listener{ln}
-	if hz != nil {
-		servers = append(servers, &http.Server{Handler: s.healthz, ReadHeaderTimeout: 10 * time.Second,
-			WriteTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(s.log)})
-		lns = append(lns, hz)
+// HealthzRetry is how long Run waits before trying the health port again.
+const HealthzRetry = 5 * time.Second
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, listenHz func() (net.Listener, error)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	api := &http.Server{Handler: s.api, ReadHeaderTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(s.log)}
+	var (
+		wg     sync.WaitGroup
+		apiErr error
+	)
+	wg.Go(func() {
+		if err := api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			apiErr = err
+			cancel()
+		}
+	})
+	if listenHz != nil {
+		wg.Go(func() { s.serveHealthzPort(ctx, listenHz) })
 	}
-	errs := make(chan error, len(servers))
-	var wg sync.WaitGroup
-	for i, srv := range servers {
-		wg.Go(func() {
-			if err := srv.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- err
-			}
-		})
-	}
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errs:
-	}
-	for _, srv := range servers {
-		_ = srv.Close() // also ends hijacked streams? no: see streams below
-	}
-	wg.Wait()
+	<-ctx.Done()
+	_ = api.Close()
 	s.closeStreams()
-	if err != nil {
-		return fmt.Errorf("server: serving: %w", err)
+	wg.Wait()
+	if apiErr != nil {
+		return fmt.Errorf("server: serving: %w", apiErr)
 	}
 	return nil
+}
+
+// serveHealthzPort serves /healthz until ctx ends, listening again after
+// HealthzRetry whenever listening or serving fails.
+func (s *Server) serveHealthzPort(ctx context.Context, listen func() (net.Listener, error)) {
+	for ctx.Err() == nil {
+		ln, err := listen()
+		if err == nil {
+			srv := &http.Server{Handler: s.healthz, ReadHeaderTimeout: 10 * time.Second,
+				WriteTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(s.log)}
+			stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+			err = srv.Serve(ln)
+			stop()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		s.log.Warn("health port failed; trying again", zap.Duration("after", HealthzRetry), zap.Error(err))
+		t := s.cfg.Clock.NewTimer(HealthzRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
 }

@@ -15,9 +15,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 type testCA struct {
@@ -173,5 +177,71 @@ func TestServeTLSWithClientCertificates(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != "ok" {
 		t.Errorf("healthz port: %d %q", resp.StatusCode, b)
+	}
+}
+
+// TestRunWithBusyHealthPort: the API serves while the health port is
+// taken; the health port is tried again after HealthzRetry and then
+// serves; Run returns nil when ctx ends.
+func TestRunWithBusyHealthPort(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hzPort := busy.Addr().(*net.TCPAddr).Port
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	f := newFixture(t, func(c *Config) {
+		c.Address, c.Port, c.HealthzPort, c.Clock = "127.0.0.1", port, hzPort, clk
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.srv.Run(ctx) }()
+	// The health port failed: its retry timer waits.
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("no retry after the busy health port")
+		}
+		runtime.Gosched()
+	}
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest("GET", "https://127.0.0.1:"+strconv.Itoa(port)+"/pods", nil)
+	req.Header.Set("X-User", "admin")
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("API while the health port is busy: %d", resp.StatusCode)
+	}
+	busy.Close()
+	clk.Step(HealthzRetry)
+	for {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(hzPort) + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("healthz %d", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health port never came up: %v", err)
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := f.srv.Run(t.Context()); err == nil {
+		t.Fatal("a second Run did not fail")
 	}
 }
