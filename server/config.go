@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kubetypes"
+	"github.com/nodekit/nodekit/server/healthz"
 )
 
 // PodLister lists the pods the agent runs or is about to run (the pod
@@ -58,15 +59,12 @@ type StatsProvider interface {
 }
 
 // HealthCheck is one named /healthz check.
-type HealthCheck struct {
-	Name  string
-	Check func() error
-}
+type HealthCheck = healthz.Check
 
 // The defaults of Config.
 const (
 	DefaultPort                  = 10250
-	DefaultHealthzPort           = 10248
+	DefaultHealthzPort           = healthz.DefaultPort
 	DefaultStreamingIdleTimeout  = 4 * time.Hour
 	DefaultStreamCreationTimeout = 30 * time.Second
 	DefaultMaxStreams            = 128
@@ -132,6 +130,7 @@ type Config struct {
 	Port           int
 	HealthzAddress string
 	HealthzPort    int
+
 	// TLSCertFile and TLSKeyFile are the serving pair; without them Run
 	// makes a self-signed pair once and keeps it in CertDir (kubelet.crt,
 	// kubelet.key), as the kubelet does without --tls-cert-file.

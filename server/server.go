@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/lifecycle"
+	"github.com/nodekit/nodekit/server/healthz"
 )
 
 // Server is the agent's HTTPS API (the kubelet's port 10250) and its
@@ -30,6 +30,7 @@ type Server struct {
 	log     *zap.Logger
 	api     http.Handler
 	healthz http.Handler
+	health  healthz.Checks
 	streams chan struct{}
 	conns   connSet
 	once    lifecycle.Once
@@ -42,10 +43,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.defaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, streams: make(chan struct{}, cfg.MaxStreams)}
+	s := &Server{cfg: cfg, log: cfg.Logger, streams: make(chan struct{}, cfg.MaxStreams),
+		health: healthz.Checks{SyncLoop: cfg.SyncLoopHealthy, PLEG: cfg.PLEGHealthy, Extra: cfg.HealthChecks, Logger: cfg.Logger}}
 	s.api = s.withAuth(s.routes())
 	hz := http.NewServeMux()
-	hz.HandleFunc("GET /healthz", s.serveHealthz)
+	hz.HandleFunc("GET /healthz", s.health.ServeHealthz)
 	s.healthz = hz
 	return s, nil
 }
@@ -63,8 +65,8 @@ func (s *Server) routes() http.Handler {
 	short := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, http.TimeoutHandler(h, s.cfg.RequestTimeout, "request timed out"))
 	}
-	short("GET /healthz", s.serveHealthz)
-	short("GET /healthz/{check}", s.serveHealthzCheck)
+	short("GET /healthz", s.health.ServeHealthz)
+	short("GET /healthz/{check}", s.health.ServeCheck)
 	short("GET /pods", s.servePods)
 	short("GET /runningpods/", s.serveRunningPods)
 	short("GET /configz", s.serveConfigz)
@@ -137,84 +139,6 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)",
 			u.Name, attrs[0].Verb, attrs[0].Resource, subs), http.StatusForbidden)
 	})
-}
-
-type namedCheck struct {
-	name  string
-	check func() error
-}
-
-func (s *Server) checks() []namedCheck {
-	out := []namedCheck{{"ping", func() error { return nil }}, {"log", func() error { return nil }}}
-	if f := s.cfg.SyncLoopHealthy; f != nil {
-		out = append(out, namedCheck{"syncloop", f})
-	}
-	if f := s.cfg.PLEGHealthy; f != nil {
-		out = append(out, namedCheck{"pleg", func() error {
-			ok, err := f()
-			if ok {
-				return nil
-			}
-			if err == nil {
-				err = errors.New("PLEG is not healthy")
-			}
-			return err
-		}})
-	}
-	for _, h := range s.cfg.HealthChecks {
-		out = append(out, namedCheck{h.Name, h.Check})
-	}
-	return out
-}
-
-// serveHealthz runs every check: "ok" or 500 listing them; ?verbose lists
-// them on success too; ?exclude=name skips one.
-func (s *Server) serveHealthz(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	excluded := q["exclude"]
-	var b strings.Builder
-	failed := false
-	for _, c := range s.checks() {
-		if slices.Contains(excluded, c.name) {
-			fmt.Fprintf(&b, "[+]%s excluded: ok\n", c.name)
-			continue
-		}
-		if err := c.check(); err != nil {
-			// The reason is logged, not served.
-			s.log.Info("health check failed", zap.String("check", c.name), zap.Error(err))
-			fmt.Fprintf(&b, "[-]%s failed: reason withheld\n", c.name)
-			failed = true
-			continue
-		}
-		fmt.Fprintf(&b, "[+]%s ok\n", c.name)
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if failed {
-		http.Error(w, b.String()+"healthz check failed", http.StatusInternalServerError)
-		return
-	}
-	if _, verbose := q["verbose"]; verbose {
-		fmt.Fprint(w, b.String()+"healthz check passed\n")
-		return
-	}
-	fmt.Fprint(w, "ok")
-}
-
-func (s *Server) serveHealthzCheck(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("check")
-	for _, c := range s.checks() {
-		if c.name != name {
-			continue
-		}
-		if err := c.check(); err != nil {
-			http.Error(w, fmt.Sprintf("internal server error: %v", err), http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprint(w, "ok")
-		return
-	}
-	http.NotFound(w, r)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -392,9 +316,6 @@ func (s *Server) Serve(ctx context.Context, ln, hz net.Listener) error {
 	return s.serve(ctx, ln, listenHz)
 }
 
-// HealthzRetry is how long Run waits before trying the health port again.
-const HealthzRetry = 5 * time.Second
-
 func (s *Server) serve(ctx context.Context, ln net.Listener, listenHz func() (net.Listener, error)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -410,7 +331,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, listenHz func() (ne
 		}
 	})
 	if listenHz != nil {
-		wg.Go(func() { s.serveHealthzPort(ctx, listenHz) })
+		wg.Go(func() { healthz.Serve(ctx, s.healthz, listenHz, s.cfg.Clock, s.log) })
 	}
 	<-ctx.Done()
 	_ = api.Close()
@@ -420,30 +341,4 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, listenHz func() (ne
 		return fmt.Errorf("server: serving: %w", apiErr)
 	}
 	return nil
-}
-
-// serveHealthzPort serves /healthz until ctx ends, listening again after
-// HealthzRetry whenever listening or serving fails.
-func (s *Server) serveHealthzPort(ctx context.Context, listen func() (net.Listener, error)) {
-	for ctx.Err() == nil {
-		ln, err := listen()
-		if err == nil {
-			srv := &http.Server{Handler: s.healthz, ReadHeaderTimeout: 10 * time.Second,
-				WriteTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(s.log)}
-			stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
-			err = srv.Serve(ln)
-			stop()
-			if ctx.Err() != nil {
-				return
-			}
-		}
-		s.log.Warn("health port failed; trying again", zap.Duration("after", HealthzRetry), zap.Error(err))
-		t := s.cfg.Clock.NewTimer(HealthzRetry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-	}
 }

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/server/healthz"
 )
 
 type testCA struct {
@@ -222,7 +224,7 @@ func TestRunWithBusyHealthPort(t *testing.T) {
 		t.Fatalf("API while the health port is busy: %d", resp.StatusCode)
 	}
 	busy.Close()
-	clk.Step(HealthzRetry)
+	clk.Step(healthz.Retry)
 	for {
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(hzPort) + "/healthz")
 		if err == nil {

@@ -29,7 +29,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -101,22 +100,6 @@ func mainErr(ctx context.Context, o options) error {
 	return run(ctx, o, client, os.Stdout)
 }
 
-// parseIPs reads --node-ip.
-func parseIPs(s string) ([]net.IP, error) {
-	var out []net.IP
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		ip := net.ParseIP(f)
-		if ip == nil {
-			return nil, fmt.Errorf("--node-ip: %q is not an IP address", f)
-		}
-		out = append(out, ip)
-	}
-	return out, nil
-}
-
 // restConfig builds the client configuration from --kubeconfig or from
 // --server, --token and --ca (exutil.RestConfig).
 func restConfig(o options) (*rest.Config, error) {
@@ -153,7 +136,7 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	} else {
 		b.WithRuntimeEndpoint(o.endpoint)
 	}
-	nodeIPs, err := parseIPs(o.nodeIPs)
+	nodeIPs, err := exserver.ParseIPs(o.nodeIPs)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,10 @@ containers it started on a real runtime are left running. Start it again with
 the same --root and --manifests and it takes them over without restarting them.
 Delete the manifests (and wait for the pods to stop) to stop the pods.
 
+It serves /healthz on 127.0.0.1:10248 (--healthz-port) and, with --port, the
+kubelet's HTTPS API (pods, container logs, exec, attach, port-forward) to
+clients with a certificate of --client-ca-file.
+
 Flags:
 `
 
@@ -77,6 +81,7 @@ type options struct {
 	// containerdEvents: follow containerd's own exit events (with
 	// --runtime-endpoint only).
 	containerdEvents bool
+	api              apiFlags
 }
 
 func main() {
@@ -94,6 +99,7 @@ func main() {
 	flag.BoolVar(&o.containerdEvents, "containerd-events", false, "with --runtime-endpoint: also follow containerd's own task exit events on that socket, so a container's exit shows in its pod status within milliseconds instead of at the next relist (containerd 1.6's CRI has no container events and reports exits late); ignored with a warning when the runtime is not containerd. A restart after such an exit waits until containerd's CRI no longer lists the old container running (it lags the event by up to a few hundred milliseconds). Off by default: the kubelet's behaviour is to relist")
 	flag.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the whole run to this file (go tool pprof); needs a binary built with -tags pprof")
 	flag.IntVar(&o.maxProcs, "max-procs", 0, "run Go code on at most this many CPUs at once (GOMAXPROCS); 0: Go's default (all of them). An agent waits on the runtime far more than it computes: 1 saves the Go scheduler's hand-offs between threads (starting 30 pods on a 2-CPU VM: a quarter less CPU, the same start times; see hack/e2ebench/RESULTS.md)")
+	o.api.register(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
@@ -196,6 +202,9 @@ func run(ctx context.Context, o options) error {
 		if o.containerdEvents {
 			b.WithContainerdEvents("")
 		}
+	}
+	if err := o.api.wire(b, o.nodeName, root); err != nil {
+		return err
 	}
 	agent, err := b.Build()
 	if err != nil {

@@ -6,7 +6,9 @@ package exserver
 import (
 	"flag"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,4 +72,20 @@ func (f *Flags) Wire(b *nodekit.Builder, client kubernetes.Interface, nodeName, 
 		WebSocketStreams: serverapi.WebSocketStreams{},
 	}})
 	return int32(f.Port), nil
+}
+
+// ParseIPs reads a --node-ip list (comma-separated addresses).
+func ParseIPs(s string) ([]net.IP, error) {
+	var out []net.IP
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		ip := net.ParseIP(f)
+		if ip == nil {
+			return nil, fmt.Errorf("--node-ip: %q is not an IP address", f)
+		}
+		out = append(out, ip)
+	}
+	return out, nil
 }

@@ -28,3 +28,13 @@ func TestFlagsDefaultsAndOff(t *testing.T) {
 		t.Errorf("--port=0: %d %v", port, err)
 	}
 }
+
+func TestParseIPs(t *testing.T) {
+	ips, err := ParseIPs(" 10.0.0.5, fd00::1 ,")
+	if err != nil || len(ips) != 2 || ips[0].String() != "10.0.0.5" || ips[1].String() != "fd00::1" {
+		t.Errorf("%v %v", ips, err)
+	}
+	if _, err := ParseIPs("10.0.0.5,nope"); err == nil {
+		t.Error("accepted a bad address")
+	}
+}
