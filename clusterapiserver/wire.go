@@ -64,6 +64,12 @@ type Config struct {
 	// advertised in the Node's status.daemonEndpoints.kubeletEndpoint.port
 	// for the API server to reach logs, exec and port-forward; 0 = none.
 	ServerPort int32
+	// DeclaredFeatures are reported in the Node's status.declaredFeatures
+	// (the kubelet 1.36 declares its feature gates there). Declaring
+	// "ExtendWebSocketsToKubelet" makes the API server pass exec, attach
+	// and port-forward WebSockets through to the agent unchanged instead of
+	// translating them to SPDY: only with server.Config.WebSocketStreams set.
+	DeclaredFeatures []string
 	// NoLease turns the node lease off.
 	NoLease bool
 	Logger  *zap.Logger
@@ -158,7 +164,7 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		Labels:          cfg.Labels,
 		Taints:          cfg.Taints,
 		Sink:            nodeSink,
-		Setters:         nodestatus.DefaultSetters(setters),
+		Setters:         append(nodestatus.DefaultSetters(setters), declaredFeatures(cfg.DeclaredFeatures)),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
 		Logger:          cfg.Logger,
 	})
@@ -183,4 +189,12 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		return mirrors.Run(ctx)
 	}})
 	return out, nil
+}
+
+// declaredFeatures reports features in status.declaredFeatures.
+func declaredFeatures(features []string) nodestatus.Setter {
+	return func(_ context.Context, node *v1.Node) error {
+		node.Status.DeclaredFeatures = append([]string(nil), features...)
+		return nil
+	}
 }

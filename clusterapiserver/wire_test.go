@@ -94,7 +94,7 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir()).WithManifestDir(dir)
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
 		Client: client, NodeName: node, Machine: machine, Logger: lg, MirrorPeriod: 50 * time.Millisecond,
-		StatusUpdateFrequency: 50 * time.Millisecond, ServerPort: 10250,
+		StatusUpdateFrequency: 50 * time.Millisecond, ServerPort: 10250, DeclaredFeatures: []string{"ExtendWebSocketsToKubelet"},
 	}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +136,9 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 		}
 		if p := n.Status.DaemonEndpoints.KubeletEndpoint.Port; p != 10250 {
 			return false, fmt.Sprintf("kubeletEndpoint.port %d", p)
+		}
+		if f := n.Status.DeclaredFeatures; len(f) != 1 || f[0] != "ExtendWebSocketsToKubelet" {
+			return false, fmt.Sprintf("declaredFeatures %v", f)
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == v1.NodeReady {

@@ -147,7 +147,7 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 		return err
 	}
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log,
-		NodeIPs: nodeIPs, ServerPort: port}).Build()
+		NodeIPs: nodeIPs, ServerPort: port, DeclaredFeatures: o.api.DeclaredFeatures()}).Build()
 	if err != nil {
 		return err
 	}

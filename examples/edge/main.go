@@ -239,6 +239,7 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		WrapPodSource:      wrap,
 		NodeIPs:            nodeIPs,
 		ServerPort:         port,
+		DeclaredFeatures:   o.api.DeclaredFeatures(),
 	})
 
 	agent, err = b.Build()

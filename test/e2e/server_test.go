@@ -116,10 +116,14 @@ func TestServerThroughAPIServer(t *testing.T) {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithRootDir(dir).WithLogger(log)
 	clusterapiserver.Wire(b, clusterapiserver.Config{Client: nodeClient, NodeName: name, Logger: log,
-		NodeIPs: []net.IP{net.IPv4(127, 0, 0, 1)}, AllowLoopbackNodeIP: true, ServerPort: int32(port), StatusUpdateFrequency: time.Second})
+		NodeIPs: []net.IP{net.IPv4(127, 0, 0, 1)}, AllowLoopbackNodeIP: true, ServerPort: int32(port), StatusUpdateFrequency: time.Second,
+		// The API server then passes WebSockets through to the agent,
+		// which translates them itself (WebSocketStreams), as the kubelet.
+		DeclaredFeatures: []string{"ExtendWebSocketsToKubelet"}})
 	agentserver.Wire(b, agentserver.Config{Server: server.Config{
 		NodeName: name, Address: "127.0.0.1", Port: port, CertDir: filepath.Join(dir, "pki"),
 		Authenticator: auth.Authenticator, Authorizer: auth.Authorizer, ClientCA: auth.ClientCA, Logger: log,
+		WebSocketStreams: serverapi.WebSocketStreams{},
 	}})
 	agent, err := b.Build()
 	if err != nil {
@@ -279,6 +283,19 @@ func TestServerThroughAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	// The node declares ExtendWebSocketsToKubelet: the API server passed
+	// the WebSocket streams through to the agent (which translated them:
+	// containerd's streaming server does not speak v5.channel.k8s.io).
+	t.Run("websockets-proxied-to-agent", func(t *testing.T) {
+		raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(raw, []byte(`apiserver_websocket_streaming_requests_total{proxy_type="proxied_to_kubelet",subresource="exec"}`)) {
+			t.Errorf("the API server did not pass exec WebSockets to the agent")
+		}
+	})
 
 	pfURL := admin.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(webPod).SubResource("portforward").URL()
 	for _, proto := range []string{"spdy", "websocket"} {

@@ -89,3 +89,13 @@ func ParseIPs(s string) ([]net.IP, error) {
 	}
 	return out, nil
 }
+
+// DeclaredFeatures are the features the node declares when it serves the
+// API: its WebSocket translation (the API server then passes WebSockets
+// through, as to a kubelet 1.36).
+func (f *Flags) DeclaredFeatures() []string {
+	if f.Port == 0 {
+		return nil
+	}
+	return []string{"ExtendWebSocketsToKubelet"}
+}

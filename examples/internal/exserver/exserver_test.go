@@ -21,11 +21,14 @@ func TestFlagsDefaultsAndOff(t *testing.T) {
 	if _, err := f.Wire(nodekit.NewBuilder(), nil, "n", t.TempDir(), nil, nil); err == nil {
 		t.Error("Wire accepted Webhook without a client")
 	}
+	if got := f.DeclaredFeatures(); len(got) != 1 || got[0] != "ExtendWebSocketsToKubelet" {
+		t.Errorf("declared features %v", got)
+	}
 	if err := fs.Parse([]string{"--port=0"}); err != nil {
 		t.Fatal(err)
 	}
-	if port, err := f.Wire(nodekit.NewBuilder(), nil, "n", t.TempDir(), nil, nil); port != 0 || err != nil {
-		t.Errorf("--port=0: %d %v", port, err)
+	if port, err := f.Wire(nodekit.NewBuilder(), nil, "n", t.TempDir(), nil, nil); port != 0 || err != nil || f.DeclaredFeatures() != nil {
+		t.Errorf("--port=0: %d %v %v", port, err, f.DeclaredFeatures())
 	}
 }
 
