@@ -177,8 +177,9 @@ func TestServerThroughAPIServer(t *testing.T) {
 		}
 	}
 	// Three numbered lines and a marker unique to the instance, then a
-	// crash after 4 s: restarted by the agent.
-	mkPod(logPod, `echo boot-$(cat /proc/sys/kernel/random/uuid); for i in 1 2 3; do echo line-$i; done; sleep 4; exit 1`, v1.RestartPolicyAlways)
+	// crash after 15 s (time for the tail and follow checks): restarted by the
+	// agent.
+	mkPod(logPod, `echo boot-$(cat /proc/sys/kernel/random/uuid); for i in 1 2 3; do echo line-$i; done; sleep 15; exit 1`, v1.RestartPolicyAlways)
 	mkPod(webPod, `mkdir -p /www && echo hello-from-pod > /www/index.html && exec httpd -f -p 8080 -h /www`, v1.RestartPolicyAlways)
 	running := func(podName string) func() (bool, string) {
 		return func() (bool, string) {
