@@ -477,7 +477,8 @@ func admitWith(admit func(pod *v1.Pod, active []*v1.Pod) (bool, string, string))
 // connect is the second phase: every part is made; each wiring connects
 // its part (the volume manager learns the agent's pods, the managers list
 // the state they load before the first pod is admitted) and lists what the
-// Agent runs, then the caller's parts and the cluster's (in this order,
+// Agent runs, then the caller's parts, the cluster's and those built from
+// the Agent (WithAgentPart) (in this order,
 // after the PLEG and before the sync loop; stopped in reverse).
 func (bd *build) connect() {
 	b, a := bd.b, bd.a
@@ -489,4 +490,5 @@ func (bd *build) connect() {
 	bd.buildLogRotation()
 	a.parts = append(a.parts, b.parts...)
 	bd.clusterParts()
+	bd.agentParts()
 }

@@ -100,6 +100,7 @@ type settings struct {
 	runtimeEdits  []func(*kuberuntime.Config)
 	loopEdits     []func(*syncloop.Config)
 	parts         []extraPart
+	agentParts    []agentPart
 	eventedPLEG   bool
 	relistPLEG    bool
 	recorders     []kubetypes.EventRecorder

@@ -62,6 +62,40 @@ func (b *Builder) WithPart(name string, run func(ctx context.Context) error) *Bu
 	return b
 }
 
+// WithAgentPart adds a component built from the built Agent, for parts
+// that read it (agentserver.Wire's HTTPS API reads its pods, runtime and
+// health): make is called by Build once every other part is made, and an
+// error from it fails Build. The part then runs as WithPart's do, after
+// the cluster's parts.
+func (b *Builder) WithAgentPart(name string, make func(a *Agent) (run func(ctx context.Context) error, err error)) *Builder {
+	if name == "" || make == nil {
+		b.misuse = append(b.misuse, configErr("parts", "WithAgentPart needs a name and a func"))
+		return b
+	}
+	b.agentParts = append(b.agentParts, agentPart{name: name, make: make})
+	return b
+}
+
+type agentPart struct {
+	name string
+	make func(a *Agent) (func(ctx context.Context) error, error)
+}
+
+func (bd *build) agentParts() {
+	for _, p := range bd.b.agentParts {
+		run, err := p.make(bd.a)
+		if err != nil {
+			bd.fail(partErr(p.name, err))
+			continue
+		}
+		if run == nil {
+			bd.fail(configErr(p.name, "WithAgentPart: no run func"))
+			continue
+		}
+		bd.a.parts = append(bd.a.parts, extraPart{name: p.name, run: run})
+	}
+}
+
 type extraPart struct {
 	name string
 	run  func(ctx context.Context) error

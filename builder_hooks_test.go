@@ -2,9 +2,11 @@ package nodekit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,5 +151,56 @@ func TestWithPartNeedsNameAndFunc(t *testing.T) {
 		WithPart("", nil).Build()
 	if err == nil {
 		t.Fatal("Build accepted a part without a name or func")
+	}
+}
+
+// TestWithAgentPart: make gets the built Agent; its run func runs with the
+// agent and stops with it; an error from make fails Build, naming the part.
+func TestWithAgentPart(t *testing.T) {
+	var got *nodekit.Agent
+	started, stopped := make(chan struct{}), make(chan struct{})
+	agent, err := nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime().WithRootDir(t.TempDir()).
+		WithAgentPart("api", func(a *nodekit.Agent) (func(context.Context) error, error) {
+			got = a
+			if a.Loop() == nil || a.Runtime() == nil {
+				return nil, errors.New("agent not built yet")
+			}
+			return func(ctx context.Context) error {
+				close(started)
+				<-ctx.Done()
+				close(stopped)
+				return nil
+			}, nil
+		}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != agent {
+		t.Fatal("make did not get the built Agent")
+	}
+	stop := startAgent(t, agent)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent part did not start")
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("the agent part was still running after Run returned")
+	}
+	_, err = nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime().WithRootDir(t.TempDir()).
+		WithAgentPart("api", func(*nodekit.Agent) (func(context.Context) error, error) {
+			return nil, errors.New("no port")
+		}).Build()
+	if err == nil || !strings.Contains(err.Error(), "api") || !strings.Contains(err.Error(), "no port") {
+		t.Fatalf("Build with a failing agent part: %v", err)
+	}
+	if _, err := nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime().WithRootDir(t.TempDir()).
+		WithAgentPart("", nil).Build(); err == nil {
+		t.Fatal("Build accepted an agent part without a name")
 	}
 }

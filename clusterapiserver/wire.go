@@ -44,6 +44,10 @@ type Config struct {
 	// means the host's. They are the Node's InternalIPs, which every pod
 	// gets as its host IPs (unless the Builder has WithNodeIPs).
 	NodeIPs []net.IP
+	// AllowLoopbackNodeIP accepts 127.0.0.1 or ::1 in NodeIPs (the kubelet
+	// refuses them): for an API server on the same host that must reach the
+	// agent's HTTPS API, as in the e2e tests.
+	AllowLoopbackNodeIP bool
 	// Machine describes the host; nil = nodestatus.MachineReader{}.Read.
 	Machine nodestatus.MachineFunc
 	// AgentVersion is reported as the kubelet version (default
@@ -67,6 +71,16 @@ type Config struct {
 	// every set to disk and replays it when the API server is unreachable
 	// (podconfig/checkpoint; examples/edge does this).
 	WrapPodSource func(api nodekit.PodSourceFunc) nodekit.PodSourceFunc
+	// ServerPort is the port of the agent's HTTPS API (agentserver.Wire),
+	// advertised in the Node's status.daemonEndpoints.kubeletEndpoint.port
+	// for the API server to reach logs, exec and port-forward; 0 = none.
+	ServerPort int32
+	// DeclaredFeatures are reported in the Node's status.declaredFeatures
+	// (the kubelet 1.36 declares its feature gates there). Declaring
+	// "ExtendWebSocketsToKubelet" makes the API server pass exec, attach
+	// and port-forward WebSockets through to the agent unchanged instead of
+	// translating them to SPDY: only with server.Config.WebSocketStreams set.
+	DeclaredFeatures []string
 	// NoLease turns the node lease off.
 	NoLease bool
 	// NoEvents turns off writing the agent's events to the API server
@@ -220,9 +234,10 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		checks = append(checks, nodestatus.PLEGCheck(p.Healthy))
 	}
 	setters := nodestatus.SettersConfig{
-		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs},
+		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
 		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
 		AgentVersion: cfg.AgentVersion,
+		Port:         cfg.ServerPort,
 		ReadyChecks:  checks,
 		// As the kubelet with local storage capacity isolation (its
 		// default): no Ready node without ephemeral-storage capacity.
@@ -245,7 +260,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		Labels:          cfg.Labels,
 		Taints:          cfg.Taints,
 		Sink:            nodeSink,
-		Setters:         nodestatus.DefaultSetters(setters),
+		Setters:         append(nodestatus.DefaultSetters(setters), declaredFeatures(cfg.DeclaredFeatures)),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
 		OnReported:      ips.reported,
 		Recorder:        a.EventRecorder(),
@@ -275,4 +290,12 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		return mirrors.Run(ctx)
 	}})
 	return out, nil
+}
+
+// declaredFeatures reports features in status.declaredFeatures.
+func declaredFeatures(features []string) nodestatus.Setter {
+	return func(_ context.Context, node *v1.Node) error {
+		node.Status.DeclaredFeatures = append([]string(nil), features...)
+		return nil
+	}
 }

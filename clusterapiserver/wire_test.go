@@ -107,7 +107,7 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir()).WithManifestDir(dir)
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
 		Client: client, NodeName: node, Machine: machine, Logger: lg, MirrorPeriod: 50 * time.Millisecond,
-		StatusUpdateFrequency: 50 * time.Millisecond, NodeIPs: []net.IP{net.ParseIP("192.0.2.7")},
+		StatusUpdateFrequency: 50 * time.Millisecond, NodeIPs: []net.IP{net.ParseIP("192.0.2.7")}, ServerPort: 10250, DeclaredFeatures: []string{"ExtendWebSocketsToKubelet"},
 	}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +162,12 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
+		}
+		if p := n.Status.DaemonEndpoints.KubeletEndpoint.Port; p != 10250 {
+			return false, fmt.Sprintf("kubeletEndpoint.port %d", p)
+		}
+		if f := n.Status.DeclaredFeatures; len(f) != 1 || f[0] != "ExtendWebSocketsToKubelet" {
+			return false, fmt.Sprintf("declaredFeatures %v", f)
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == v1.NodeReady {

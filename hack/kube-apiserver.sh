@@ -42,6 +42,11 @@
 #   NODEKIT_NODE_KUBECONFIG=<dir>/node.kubeconfig
 #   NODEKIT_NODE_NAME=<name>
 #   NODEKIT_ENDPOINTSLICE_CONTROLLER=1   (the EndpointSlice controller runs)
+#   NODEKIT_KUBELET_CLIENT_CA=<dir>/kubelet-client-ca.crt  (the agent's --client-ca-file)
+# The API server reaches a node's HTTPS API (logs, exec, port-forward, node proxy) at the node's
+# InternalIP only (run the agent with node IP 127.0.0.1), with a client certificate from that CA,
+# and without --kubelet-certificate-authority: it does not verify the agent's serving certificate
+# (the self-signed pair an agent makes without --tls-cert-file).
 # Use them with: set -a; . <dir>/env; set +a
 set -euo pipefail
 
@@ -222,6 +227,7 @@ $admin_token,nodekit-admin,nodekit-admin,"system:masters"
 $node_token,system:node:$NODE_NAME,system:node:$NODE_NAME,"system:nodes"
 EOF
 	chmod 600 "$DIR/tokens.csv" "$DIR/sa.key"
+	kubelet_client_pair
 
 	etcd --name nodekit --data-dir "$DIR/etcd" \
 		--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -263,6 +269,7 @@ NODEKIT_APISERVER_URL=$url
 NODEKIT_ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
 NODEKIT_NODE_KUBECONFIG=$DIR/node.kubeconfig
 NODEKIT_NODE_NAME=$NODE_NAME
+NODEKIT_KUBELET_CLIENT_CA=$DIR/kubelet-client-ca.crt
 EOF
 	# The EndpointSlice controller, as kube-controller-manager runs it, with
 	# the admin identity.
@@ -275,6 +282,22 @@ EOF
 	fi
 	log "ready at $url"
 	env_lines
+}
+
+# kubelet_client_pair: a CA the agent is given as --client-ca-file and the certificate the API
+# server presents to the agent's HTTPS API with it (--kubelet-client-certificate/-key; user
+# kube-apiserver-kubelet-client in system:masters), as kubeadm makes them.
+kubelet_client_pair() {
+	local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+	openssl req -x509 "${ec[@]}" -keyout "$DIR/kubelet-client-ca.key" -out "$DIR/kubelet-client-ca.crt" \
+		-subj "/CN=nodekit-kubelet-client-ca" -days 7 2>/dev/null
+	openssl req "${ec[@]}" -keyout "$DIR/kubelet-client.key" -out "$DIR/kubelet-client.csr" \
+		-subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+	printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\n' >"$DIR/kubelet-client.ext"
+	openssl x509 -req -in "$DIR/kubelet-client.csr" -CA "$DIR/kubelet-client-ca.crt" \
+		-CAkey "$DIR/kubelet-client-ca.key" -CAcreateserial -out "$DIR/kubelet-client.crt" -days 7 \
+		-extfile "$DIR/kubelet-client.ext" 2>/dev/null
+	chmod 600 "$DIR/kubelet-client-ca.key" "$DIR/kubelet-client.key"
 }
 
 # launch_apiserver etcd_port api_port admin_token deadline: start kube-apiserver on the state
@@ -293,6 +316,9 @@ launch_apiserver() {
 		--enable-admission-plugins NodeRestriction \
 		--service-cluster-ip-range 10.96.0.0/24 \
 		--allow-privileged=true \
+		--kubelet-client-certificate "$DIR/kubelet-client.crt" \
+		--kubelet-client-key "$DIR/kubelet-client.key" \
+		--kubelet-preferred-address-types InternalIP \
 		>>"$DIR/kube-apiserver.log" 2>&1 &
 	echo $! >"$DIR/kube-apiserver.pid"
 

@@ -76,6 +76,10 @@ type AddressConfig struct {
 	// HostIPs lists candidate addresses of the host's interfaces, used when
 	// nothing else gives one; nil = net.InterfaceAddrs.
 	HostIPs func() ([]net.IP, error)
+	// AllowLoopback accepts a loopback NodeIP (127.0.0.1, ::1), which the
+	// kubelet refuses: for a single-host setup or a test where the API
+	// server runs beside the agent and must reach its HTTPS API.
+	AllowLoopback bool
 }
 
 // NodeAddress reports InternalIP address(es) and the Hostname: both given
@@ -133,7 +137,7 @@ func nodeAddresses(cfg AddressConfig, nodeName string, lookup func(host string) 
 		hostname = nodeName
 	}
 	for _, ip := range []net.IP{primary, secondary} {
-		if specified(ip) && !usableIP(ip) {
+		if specified(ip) && !usableIP(ip) && !(cfg.AllowLoopback && ip.IsLoopback()) {
 			return nil, fmt.Errorf("%w: node IP %s is not a usable address", ErrNoAddress, ip)
 		}
 	}

@@ -388,6 +388,8 @@ func TestNodeAddress(t *testing.T) {
 			[]v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.6"}, {Type: v1.NodeHostName, Address: "n1"}}, nil},
 		{"nothing usable", AddressConfig{HostIPs: hostIPs("127.0.0.1", "fe80::1")}, nil, ErrNoAddress},
 		{"loopback node IP refused", AddressConfig{NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}}, nil, ErrNoAddress},
+		{"loopback node IP allowed", AddressConfig{NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, AllowLoopback: true},
+			[]v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}, {Type: v1.NodeHostName, Address: "n1"}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -265,7 +266,29 @@ type Loop struct {
 	readyOnce sync.Once
 	ready     chan struct{}
 
+	// lastIteration is when the last iteration began (UnixNano; 0 = none
+	// yet), for SyncLoopHealthy.
+	lastIteration atomic.Int64
+
 	once lifecycle.Once
+}
+
+// SyncLoopHealthyAfter is how long the loop may go without starting an
+// iteration before SyncLoopHealthy fails (the kubelet's five minutes).
+const SyncLoopHealthyAfter = 5 * time.Minute
+
+// SyncLoopHealthy is the kubelet's /healthz/syncloop check: an error when
+// the loop, having started, has not begun an iteration for
+// SyncLoopHealthyAfter (one is stuck); nil before the first.
+func (l *Loop) SyncLoopHealthy() error {
+	last := l.lastIteration.Load()
+	if last == 0 {
+		return nil
+	}
+	if since := l.clock.Since(time.Unix(0, last)); since > SyncLoopHealthyAfter {
+		return fmt.Errorf("sync loop took longer than expected: no iteration for %s", since.Round(time.Second))
+	}
+	return nil
 }
 
 // New validates cfg, fills its defaults and returns a Loop. It does no I/O
@@ -532,6 +555,7 @@ func (l *Loop) Iterate(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
+	l.lastIteration.Store(l.clock.Now().UnixNano())
 	if l.syncTicker == nil {
 		l.syncTicker = l.clock.NewTicker(l.cfg.SyncPeriod)
 		l.houseTicker = l.clock.NewTicker(l.cfg.HousekeepingPeriod)

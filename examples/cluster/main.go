@@ -12,6 +12,15 @@
 //
 // The credential should be the node's own (user system:node:<name>, group
 // system:nodes).
+//
+// It serves the kubelet's HTTPS API on --port (10250; kubectl logs, exec,
+// attach, port-forward and the API server's node proxy reach it there)
+// with the kubelet's flags: --client-ca-file (the API server's kubelet
+// client certificate), --authentication-token-webhook, --authorization-mode
+// (Webhook), --anonymous-auth, --tls-cert-file/--tls-private-key-file
+// (default a self-signed pair kept in <root>/pki), and /healthz on
+// 127.0.0.1:--healthz-port (10248). The API server reaches it at the node's
+// address: --node-ip.
 package main
 
 import (
@@ -28,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -35,6 +45,7 @@ import (
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 )
 
@@ -53,6 +64,7 @@ type options struct {
 	nodeIPs    string
 	// devicePlugins serves device plugins on <root>/device-plugins.
 	devicePlugins bool
+	api           exserver.Flags
 }
 
 func main() {
@@ -70,6 +82,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
 	flag.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
+	o.api.Register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -143,7 +156,14 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 		}
 		b.WithDeviceManager(dm)
 	}
-	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, NodeIPs: nodeIPs, Logger: log}).Build()
+	reg := prometheus.NewRegistry()
+	b.WithRegisterer(reg)
+	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
+	if err != nil {
+		return err
+	}
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log,
+		NodeIPs: nodeIPs, ServerPort: port, DeclaredFeatures: o.api.DeclaredFeatures()}).Build()
 	if err != nil {
 		return err
 	}

@@ -83,4 +83,13 @@
 // it answers. The stored service account token is served offline whatever its
 // expiry (the pod cannot reach the API server anyway); a fresh one replaces
 // it when the volume is refreshed with the API server back.
+//
+// Like examples/cluster it serves the kubelet's HTTPS API on --port (10250)
+// and /healthz on 127.0.0.1:--healthz-port (10248), with the kubelet's
+// flags (--client-ca-file, --authentication-token-webhook,
+// --authorization-mode, --anonymous-auth, --tls-cert-file,
+// --tls-private-key-file); requests are authenticated and authorized by
+// the API server, so while it is unreachable only client certificates
+// authenticate and nothing is authorized (use --authorization-mode
+// AlwaysAllow with a client CA for local access during an outage).
 package main

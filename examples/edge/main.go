@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
@@ -51,6 +53,8 @@ type options struct {
 	duration    time.Duration
 	verbose     bool
 	quiet       bool
+	nodeIPs     string
+	api         exserver.Flags
 }
 
 func main() {
@@ -68,6 +72,8 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
 	flag.BoolVar(&o.quiet, "q", false, "no pod table")
+	flag.StringVar(&o.nodeIPs, "node-ip", "", "comma-separated node addresses (at most one per family; the API server reaches the agent's API there); default: the host's")
+	o.api.Register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -210,6 +216,19 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		WithRuntimeConfig(func(c *kuberuntime.Config) { c.EnvSources = objs }).
 		WithPart("persisted objects", objs.Run)
 
+	// The kubelet's HTTPS API (logs, exec, attach, port-forward), its
+	// requests authenticated and authorized by the API server.
+	nodeIPs, err := exserver.ParseIPs(o.nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	b.WithRegisterer(reg)
+	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
+	if err != nil {
+		return nil, err
+	}
+
 	// The API server parts: the wrapped pod source, the pod status sink
 	// (the latest status of each pod is kept and sent when the API server
 	// answers again), node status, lease, mirror pods.
@@ -219,6 +238,9 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		// Back soon after an outage: pods bound meanwhile are seen within 5s.
 		PodWatchMaxBackoff: 5 * time.Second,
 		WrapPodSource:      wrap,
+		NodeIPs:            nodeIPs,
+		ServerPort:         port,
+		DeclaredFeatures:   o.api.DeclaredFeatures(),
 	})
 
 	agent, err = b.Build()

@@ -57,6 +57,10 @@ containers it started on a real runtime are left running. Start it again with
 the same --root and --manifests and it takes them over without restarting them.
 Delete the manifests (and wait for the pods to stop) to stop the pods.
 
+It serves /healthz on 127.0.0.1:10248 (--healthz-port) and, with --port, the
+kubelet's HTTPS API (pods, container logs, exec, attach, port-forward) to
+clients with a certificate of --client-ca-file.
+
 Flags:
 `
 
@@ -86,6 +90,7 @@ type options struct {
 	manifestURLHeaders headerFlag
 	// pushAddr: serve the HTTP push source on this address.
 	pushAddr string
+	api      apiFlags
 }
 
 // headerFlag collects repeated "Name:value" flags into an http.Header.
@@ -124,6 +129,7 @@ func main() {
 	flag.StringVar(&o.manifestURL, "manifest-url", "", "also run the static pods served at this URL (a Pod or PodList, YAML or JSON), fetched every 20 s, as the kubelet's --manifest-url")
 	flag.Var(&o.manifestURLHeaders, "manifest-url-header", "a 'Name:value' HTTP header sent with every --manifest-url request (repeatable), as the kubelet's")
 	flag.StringVar(&o.pushAddr, "push-addr", "", "also take static pods pushed over HTTP on this address (e.g. 127.0.0.1:10260): POST a Pod or PodList, DELETE /<namespace>/<name>, GET the list. No authentication: keep it on loopback")
+	o.api.register(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
@@ -241,6 +247,9 @@ func run(ctx context.Context, o options) error {
 		if o.containerdEvents {
 			b.WithContainerdEvents("")
 		}
+	}
+	if err := o.api.wire(b, o.nodeName, root); err != nil {
+		return err
 	}
 	agent, err := b.Build()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,7 +152,9 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 	}
 	logPath := filepath.Join(work, "agent.log")
 	args := []string{"--kubeconfig", nodeKC, "--node-name", name, "--runtime-endpoint", endpoint,
-		"--state-dir", state, "--status-every", "2s", "-v", "-q"}
+		"--state-dir", state, "--status-every", "2s", "-v", "-q",
+		// The node API on a port of its own (other agents may hold 10250).
+		"--port", strconv.Itoa(freePort(t)), "--healthz-port", "0"}
 
 	// connect retries while containerd's CRI service starts ("server is
 	// not initialized yet" right after a restart).
