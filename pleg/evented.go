@@ -331,6 +331,7 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	e.generic.exitMu.Unlock()
 	st.IPs = e.generic.keepIPs(uid, st)
 	id := ev.GetContainerId()
+	sandbox := id != "" && id == ev.GetPodSandboxStatus().GetId()
 	cache := e.generic.cache
 	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
 		if len(st.ContainerStatuses) == 0 && len(st.SandboxStatuses) == 0 {
@@ -338,8 +339,8 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 		} else {
 			cache.Set(uid, st, nil, ts)
 		}
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id})
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerRemoved, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id, Sandbox: sandbox})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerRemoved, Data: id, Sandbox: sandbox})
 		return nil
 	}
 	if !cache.Set(uid, st, nil, ts) {
@@ -347,9 +348,9 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	}
 	switch ev.GetContainerEventType() {
 	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerStarted, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerStarted, Data: id, Sandbox: sandbox})
 	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id, Sandbox: sandbox})
 	}
 	return nil
 }

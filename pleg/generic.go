@@ -109,8 +109,9 @@ type podRecord struct {
 }
 
 type pendingEvent struct {
-	typ kubetypes.EventType
-	id  string
+	typ     kubetypes.EventType
+	id      string
+	sandbox bool
 }
 
 type relistRequest struct {
@@ -640,7 +641,7 @@ func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord
 				}
 			}
 		}
-		g.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: e.typ, Data: e.id})
+		g.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: e.typ, Data: e.id, Sandbox: e.sandbox})
 	}
 }
 
@@ -741,7 +742,7 @@ func appendPodEvents(dst []pendingEvent, old, cur *kubetypes.Pod, exits map[stri
 		for k, list := range [2][]*kubetypes.Container{old.Containers, old.Sandboxes} {
 			for i, c := range list {
 				if c != nil {
-					dst = appendTransition(dst, c.ID, stateOf(c, exits), stateIn(cur, c.ID, k == 1, i, exits))
+					dst = appendTransition(dst, c.ID, k == 1, stateOf(c, exits), stateIn(cur, c.ID, k == 1, i, exits))
 				}
 			}
 		}
@@ -750,7 +751,7 @@ func appendPodEvents(dst []pendingEvent, old, cur *kubetypes.Pod, exits map[stri
 		for k, list := range [2][]*kubetypes.Container{cur.Containers, cur.Sandboxes} {
 			for i, c := range list {
 				if c != nil && stateIn(old, c.ID, k == 1, i, nil) == stateNonExistent {
-					dst = appendTransition(dst, c.ID, stateNonExistent, stateOf(c, exits))
+					dst = appendTransition(dst, c.ID, k == 1, stateNonExistent, stateOf(c, exits))
 				}
 			}
 		}
@@ -758,23 +759,23 @@ func appendPodEvents(dst []pendingEvent, old, cur *kubetypes.Pod, exits map[stri
 	return dst
 }
 
-func appendTransition(dst []pendingEvent, id string, from, to plegState) []pendingEvent {
+func appendTransition(dst []pendingEvent, id string, sandbox bool, from, to plegState) []pendingEvent {
 	if from == to {
 		return dst
 	}
 	switch to {
 	case stateRunning:
-		return append(dst, pendingEvent{kubetypes.ContainerStarted, id})
+		return append(dst, pendingEvent{kubetypes.ContainerStarted, id, sandbox})
 	case stateExited:
-		return append(dst, pendingEvent{kubetypes.ContainerDied, id})
+		return append(dst, pendingEvent{kubetypes.ContainerDied, id, sandbox})
 	case stateUnknown:
-		return append(dst, pendingEvent{kubetypes.ContainerChanged, id})
+		return append(dst, pendingEvent{kubetypes.ContainerChanged, id, sandbox})
 	}
 	// Gone. If it was seen exited, its death was already reported.
 	if from == stateExited {
-		return append(dst, pendingEvent{kubetypes.ContainerRemoved, id})
+		return append(dst, pendingEvent{kubetypes.ContainerRemoved, id, sandbox})
 	}
-	return append(dst, pendingEvent{kubetypes.ContainerDied, id}, pendingEvent{kubetypes.ContainerRemoved, id})
+	return append(dst, pendingEvent{kubetypes.ContainerDied, id, sandbox}, pendingEvent{kubetypes.ContainerRemoved, id, sandbox})
 }
 
 // podFromStatus builds the runtime pod a listing would show from a pod
