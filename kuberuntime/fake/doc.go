@@ -34,9 +34,9 @@
 // state, pod sandbox id and an exact-match label selector; results are
 // oldest first. ImageStatus of an absent image returns a nil Image, not an
 // error. ListContainerStats and ListPodSandboxStats cover running containers
-// and ready sandboxes. Exec, Attach, PortForward, CheckpointContainer,
-// ListMetricDescriptors and ListPodSandboxMetrics return Unimplemented; so do
-// the Stream* RPCs over gRPC.
+// and ready sandboxes. CheckpointContainer, ListMetricDescriptors and
+// ListPodSandboxMetrics return Unimplemented; so do the Stream* RPCs over
+// gRPC, and Exec, Attach and PortForward without a StreamServer (below).
 //
 // # Simulated processes
 //
@@ -122,6 +122,25 @@
 // remote client reports it (ExitError satisfies k8s.io/utils/exec.ExitError);
 // Serve turns it into ExecSyncResponse.ExitCode. The container must be running.
 //
+// # Exec, attach, port-forward and logs
+//
+// Exec, Attach and PortForward check their request (a running container or
+// ready sandbox, sensible streams and ports) and hand it to the runtime's
+// Streamer (SetStreamer) for a URL; without one they return Unimplemented.
+// Package kuberuntime/fake/fakestream is that streaming server, kept apart
+// so that programs that never stream don't link SPDY and WebSocket. Its
+// sessions run on ExecStream and AttachStream:
+//
+// An exec session runs the exec handler when one is set (stdin unused),
+// else a small interpreter: echo [-n], cat (stdin to stdout), true, false,
+// exit N, and sh -c scripts of those separated by ; newlines and &&, where
+// >&2 sends a statement's output to stderr; anything else exits 0 silently.
+// An attach session streams what the container prints until it exits or
+// the client leaves; a test makes it print with AppendLog, which also
+// appends the lines to the container's log file (LogDirectory/LogPath) in
+// the CRI log format. The stdin of an attach to a container whose command
+// is a bare cat is echoed (and logged).
+//
 // # Events
 //
 // GetContainerEvents streams CONTAINER_CREATED/STARTED/STOPPED/DELETED
@@ -145,5 +164,5 @@
 //
 // A Runtime is safe for concurrent use. One mutex guards it and is never
 // held while a call waits on the clock or a context. The only goroutines are
-// the callers' own, and Serve's, which it joins before returning.
+// the callers' own and Serve's, which it joins before returning.
 package fake
