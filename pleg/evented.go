@@ -188,6 +188,9 @@ func (e *EventedPLEG) ObservePodStatus(uid types.UID, status *kubetypes.PodStatu
 // Relist is GenericPLEG.Relist.
 func (e *EventedPLEG) Relist(ctx context.Context) error { return e.generic.Relist(ctx) }
 
+// Relisted is GenericPLEG.Relisted.
+func (e *EventedPLEG) Relisted() <-chan struct{} { return e.generic.Relisted() }
+
 // Healthy reports false when the event channel is full while events are
 // followed, and otherwise what the GenericPLEG's Healthy reports (with the
 // long threshold while events flow, the normal one after a fall-back).

@@ -63,6 +63,7 @@ type GenericPLEG struct {
 	log      *zap.Logger
 	metrics  *metrics
 	events   chan *kubetypes.PodLifecycleEvent
+	relisted chan struct{} // closed by the first successful relist
 	requests chan relistRequest
 	kick     chan struct{} // a relist is wanted at once (SetRelistPeriod)
 	once     lifecycle.Once
@@ -177,6 +178,7 @@ func New(cfg Config) (*GenericPLEG, error) {
 		clock:        cfg.Clock,
 		log:          cfg.Logger.Named("pleg"),
 		events:       make(chan *kubetypes.PodLifecycleEvent, cfg.ChannelCapacity),
+		relisted:     make(chan struct{}),
 		requests:     make(chan relistRequest, cfg.RelistQueueCapacity),
 		kick:         make(chan struct{}, 1),
 		period:       cfg.RelistPeriod,
@@ -233,6 +235,12 @@ func (g *GenericPLEG) Listing() ([]*kubetypes.Pod, time.Time) {
 	defer g.mu.Unlock()
 	return g.listing, g.lastRelist
 }
+
+// Relisted is closed once a relist has succeeded for the first time (from
+// then on Healthy depends only on how recent the last one is). A consumer
+// that waits for the PLEG to become healthy at start waits on it rather
+// than polling, so that it goes on at the very instant of that relist.
+func (g *GenericPLEG) Relisted() <-chan struct{} { return g.relisted }
 
 // Healthy reports whether a global relist succeeded, and the last one started
 // no longer than RelistThreshold ago. The error, wrapping ErrNotHealthy,
@@ -443,6 +451,9 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 		return fmt.Errorf("%w: list pods: %w", ErrRelist, err)
 	}
 	g.mu.Lock()
+	if g.lastRelist.IsZero() {
+		close(g.relisted)
+	}
 	g.lastRelist = start
 	if g.metrics != nil {
 		g.metrics.lastSeen.Set(float64(start.Unix()))

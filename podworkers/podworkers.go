@@ -215,6 +215,11 @@ type Config struct {
 	// Rand returns a number in [0,1) for the jitter of the requeue delays.
 	// Default math/rand/v2.Float64.
 	Rand func() float64
+	// ContainersStopped, if set, is called in the pod's worker once a
+	// pod's containers are stopped (CouldHaveRunningContainers turned
+	// false), so that what waits on that (the status manager's held-back
+	// terminal phase) is told at that instant instead of on its next look.
+	ContainersStopped func(uid types.UID)
 
 	Clock  clock.Clock
 	Logger *zap.Logger
@@ -231,15 +236,17 @@ type Config struct {
 //
 // Updates may be given before Run; their workers start when Run does.
 type Workers struct {
-	syncer   PodSyncer
-	cache    PodCache
-	queue    *WorkQueue
-	resync   time.Duration
-	backOff  time.Duration
-	rand     func() float64
-	clock    clock.Clock
-	log      *zap.Logger
-	duration *prometheus.HistogramVec
+	syncer  PodSyncer
+	cache   PodCache
+	queue   *WorkQueue
+	resync  time.Duration
+	backOff time.Duration
+	rand    func() float64
+	// terminated is Config.ContainersStopped.
+	terminated func(uid types.UID)
+	clock      clock.Clock
+	log        *zap.Logger
+	duration   *prometheus.HistogramVec
 
 	wg sync.WaitGroup
 
@@ -310,6 +317,7 @@ func New(cfg Config) (*Workers, error) {
 		resync:        cfg.ResyncInterval,
 		backOff:       cfg.BackOffPeriod,
 		rand:          cfg.Rand,
+		terminated:    cfg.ContainersStopped,
 		clock:         cfg.Clock,
 		log:           cfg.Logger.Named("podworkers"),
 		workers:       make(map[types.UID]*podWorker),
