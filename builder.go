@@ -218,7 +218,8 @@ func (b *Builder) WithRegisterer(r prometheus.Registerer) *Builder { b.registere
 // r()*50%) and the prober's first delay of each probe (r() of its period).
 // The default is math/rand/v2. A test that must be exact passes a
 // constant, e.g. func() float64 { return 0 } (see package nodekittest).
-// A nil r restores the default.
+// A nil r restores the default. The node status and lease jitter of
+// clusterapiserver.Wire take their source from its Config.Rand.
 func (b *Builder) WithRand(r func() float64) *Builder { b.rand = r; return b }
 
 func configErr(part, format string, args ...any) error {

@@ -58,7 +58,11 @@ type Config struct {
 	WrapPodSource func(api nodekit.PodSourceFunc) nodekit.PodSourceFunc
 	// NoLease turns the node lease off.
 	NoLease bool
-	Logger  *zap.Logger
+	// Rand returns a number in [0,1) for the jitter of the node status
+	// updates and the lease renewals (4 % of their periods); nil =
+	// math/rand/v2. Pass the Builder's WithRand source for exact tests.
+	Rand   func() float64
+	Logger *zap.Logger
 }
 
 // Wire adds the API server parts to b (see the package documentation) and
@@ -151,6 +155,7 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 		Sink:            nodeSink,
 		Setters:         nodestatus.DefaultSetters(setters),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
+		Rand:            cfg.Rand,
 		Logger:          cfg.Logger,
 	})
 	if err != nil {
@@ -164,7 +169,7 @@ func parts(a *nodekit.Agent, cfg Config) ([]nodekit.ClusterPart, error) {
 	}
 	out := []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}}
 	if !cfg.NoLease {
-		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName, Logger: cfg.Logger})
+		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName, Rand: cfg.Rand, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
