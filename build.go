@@ -403,6 +403,7 @@ func (bd *build) buildLoop() {
 		Clock:           bd.clk,
 		Logger:          bd.log,
 		Registerer:      b.registerer,
+		Rand:            b.rand,
 		Volumes:         b.volumes,
 		Cgroups:         b.cgroups,
 		Probes:          b.probes,

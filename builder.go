@@ -89,6 +89,7 @@ type settings struct {
 	clock        clock.WithTicker
 	logger       *zap.Logger
 	registerer   prometheus.Registerer
+	rand         func() float64
 
 	volumes       syncloop.VolumeHooks
 	mounts        kuberuntime.MountProvider
@@ -236,6 +237,15 @@ func (b *Builder) WithEventedPLEG() *Builder { b.eventedPLEG = true; return b }
 // runtime through kuberuntime.Instrument (Agent.CRI still returns the runtime
 // itself). One Registerer serves one Agent: a second Build on it fails.
 func (b *Builder) WithRegisterer(r prometheus.Registerer) *Builder { b.registerer = r; return b }
+
+// WithRand makes r (a number in [0,1) per call) the agent's random source
+// for jitter: the pod workers' resync and retry delays (stretched by
+// r()*50%) and the prober's first delay of each probe (r() of its period).
+// The default is math/rand/v2. A test that must be exact passes a
+// constant, e.g. func() float64 { return 0 } (see package nodekittest).
+// A nil r restores the default. The node status and lease jitter of
+// clusterapiserver.Wire take their source from its Config.Rand.
+func (b *Builder) WithRand(r func() float64) *Builder { b.rand = r; return b }
 
 func configErr(part, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, part, fmt.Sprintf(format, args...))

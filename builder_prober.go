@@ -3,6 +3,7 @@ package nodekit
 import (
 	"context"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,6 +46,9 @@ func (w *proberWiring) early(bd *build) {
 		return
 	}
 	cfg := prober.Config{Status: agentStatuses{bd.a}, Clock: bd.clk, Logger: b.logger, Registerer: b.registerer, Recorder: bd.rec}
+	if r := b.rand; r != nil {
+		cfg.Jitter = func(p time.Duration) time.Duration { return time.Duration(r() * float64(p)) }
+	}
 	if bd.cri != nil {
 		cfg.Exec = bd.cri
 	}

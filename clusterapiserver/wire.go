@@ -91,7 +91,11 @@ type Config struct {
 	// Registerer, if set, gets the event recorder's metrics
 	// (nodekit_events_dropped_total{reason}, nodekit_events_sent_total).
 	Registerer prometheus.Registerer
-	Logger     *zap.Logger
+	// Rand returns a number in [0,1) for the jitter of the node status
+	// updates and the lease renewals (4 % of their periods); nil =
+	// math/rand/v2. Pass the Builder's WithRand source for exact tests.
+	Rand   func() float64
+	Logger *zap.Logger
 }
 
 // Wire adds the API server parts to b (see the package documentation) and
@@ -264,6 +268,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		UpdateFrequency: cfg.StatusUpdateFrequency,
 		OnReported:      ips.reported,
 		Recorder:        a.EventRecorder(),
+		Rand:            cfg.Rand,
 		Logger:          cfg.Logger,
 	})
 	if err != nil {
@@ -280,7 +285,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	}
 	out := []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}}
 	if !cfg.NoLease {
-		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName, Logger: cfg.Logger})
+		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName, Rand: cfg.Rand, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

@@ -32,4 +32,7 @@ type PodLifecycleEvent struct {
 	// Data is the CRI id (a string) of the container or sandbox concerned;
 	// nil for PodSync.
 	Data any
+	// Sandbox is true when Data is the id of a pod sandbox rather than of a
+	// container (sandbox starts, deaths and removals are events too).
+	Sandbox bool
 }

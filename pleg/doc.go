@@ -15,7 +15,7 @@
 //	→ created/unknown  nothing (ContainerChanged exists but is never sent)
 //	→ non-existent  ContainerRemoved if it was exited, else ContainerDied and ContainerRemoved
 //
-// Event.Data is the container's (or sandbox's) CRI id. For every pod that
+// Event.Data is the container's (or sandbox's) CRI id; Event.Sandbox says which. For every pod that
 // has events, or was flagged with RequestReinspect, the PLEG reads the pod's
 // status (Runtime.GetPodStatus) into the Cache and then sends the events
 // (a PodSync if there were none). If the status cannot be read the error is

@@ -188,6 +188,9 @@ func (e *EventedPLEG) ObservePodStatus(uid types.UID, status *kubetypes.PodStatu
 // Relist is GenericPLEG.Relist.
 func (e *EventedPLEG) Relist(ctx context.Context) error { return e.generic.Relist(ctx) }
 
+// Relisted is GenericPLEG.Relisted.
+func (e *EventedPLEG) Relisted() <-chan struct{} { return e.generic.Relisted() }
+
 // Healthy reports false when the event channel is full while events are
 // followed, and otherwise what the GenericPLEG's Healthy reports (with the
 // long threshold while events flow, the normal one after a fall-back).
@@ -331,6 +334,7 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	e.generic.exitMu.Unlock()
 	st.IPs = e.generic.keepIPs(uid, st)
 	id := ev.GetContainerId()
+	sandbox := id != "" && id == ev.GetPodSandboxStatus().GetId()
 	cache := e.generic.cache
 	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
 		if len(st.ContainerStatuses) == 0 && len(st.SandboxStatuses) == 0 {
@@ -338,8 +342,8 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 		} else {
 			cache.Set(uid, st, nil, ts)
 		}
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id})
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerRemoved, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id, Sandbox: sandbox})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerRemoved, Data: id, Sandbox: sandbox})
 		return nil
 	}
 	if !cache.Set(uid, st, nil, ts) {
@@ -347,9 +351,9 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	}
 	switch ev.GetContainerEventType() {
 	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerStarted, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerStarted, Data: id, Sandbox: sandbox})
 	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id})
+		e.generic.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: id, Sandbox: sandbox})
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ type GenericPLEG struct {
 	log      *zap.Logger
 	metrics  *metrics
 	events   chan *kubetypes.PodLifecycleEvent
+	relisted chan struct{} // closed by the first successful relist
 	requests chan relistRequest
 	kick     chan struct{} // a relist is wanted at once (SetRelistPeriod)
 	once     lifecycle.Once
@@ -109,8 +110,9 @@ type podRecord struct {
 }
 
 type pendingEvent struct {
-	typ kubetypes.EventType
-	id  string
+	typ     kubetypes.EventType
+	id      string
+	sandbox bool
 }
 
 type relistRequest struct {
@@ -176,6 +178,7 @@ func New(cfg Config) (*GenericPLEG, error) {
 		clock:        cfg.Clock,
 		log:          cfg.Logger.Named("pleg"),
 		events:       make(chan *kubetypes.PodLifecycleEvent, cfg.ChannelCapacity),
+		relisted:     make(chan struct{}),
 		requests:     make(chan relistRequest, cfg.RelistQueueCapacity),
 		kick:         make(chan struct{}, 1),
 		period:       cfg.RelistPeriod,
@@ -232,6 +235,12 @@ func (g *GenericPLEG) Listing() ([]*kubetypes.Pod, time.Time) {
 	defer g.mu.Unlock()
 	return g.listing, g.lastRelist
 }
+
+// Relisted is closed once a relist has succeeded for the first time (from
+// then on Healthy depends only on how recent the last one is). A consumer
+// that waits for the PLEG to become healthy at start waits on it rather
+// than polling, so that it goes on at the very instant of that relist.
+func (g *GenericPLEG) Relisted() <-chan struct{} { return g.relisted }
 
 // Healthy reports whether a global relist succeeded, and the last one started
 // no longer than RelistThreshold ago. The error, wrapping ErrNotHealthy,
@@ -442,6 +451,9 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 		return fmt.Errorf("%w: list pods: %w", ErrRelist, err)
 	}
 	g.mu.Lock()
+	if g.lastRelist.IsZero() {
+		close(g.relisted)
+	}
 	g.lastRelist = start
 	if g.metrics != nil {
 		g.metrics.lastSeen.Set(float64(start.Unix()))
@@ -640,7 +652,7 @@ func (g *GenericPLEG) reconcile(ctx context.Context, uid types.UID, r *podRecord
 				}
 			}
 		}
-		g.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: e.typ, Data: e.id})
+		g.send(&kubetypes.PodLifecycleEvent{ID: uid, Type: e.typ, Data: e.id, Sandbox: e.sandbox})
 	}
 }
 
@@ -741,7 +753,7 @@ func appendPodEvents(dst []pendingEvent, old, cur *kubetypes.Pod, exits map[stri
 		for k, list := range [2][]*kubetypes.Container{old.Containers, old.Sandboxes} {
 			for i, c := range list {
 				if c != nil {
-					dst = appendTransition(dst, c.ID, stateOf(c, exits), stateIn(cur, c.ID, k == 1, i, exits))
+					dst = appendTransition(dst, c.ID, k == 1, stateOf(c, exits), stateIn(cur, c.ID, k == 1, i, exits))
 				}
 			}
 		}
@@ -750,7 +762,7 @@ func appendPodEvents(dst []pendingEvent, old, cur *kubetypes.Pod, exits map[stri
 		for k, list := range [2][]*kubetypes.Container{cur.Containers, cur.Sandboxes} {
 			for i, c := range list {
 				if c != nil && stateIn(old, c.ID, k == 1, i, nil) == stateNonExistent {
-					dst = appendTransition(dst, c.ID, stateNonExistent, stateOf(c, exits))
+					dst = appendTransition(dst, c.ID, k == 1, stateNonExistent, stateOf(c, exits))
 				}
 			}
 		}
@@ -758,23 +770,23 @@ func appendPodEvents(dst []pendingEvent, old, cur *kubetypes.Pod, exits map[stri
 	return dst
 }
 
-func appendTransition(dst []pendingEvent, id string, from, to plegState) []pendingEvent {
+func appendTransition(dst []pendingEvent, id string, sandbox bool, from, to plegState) []pendingEvent {
 	if from == to {
 		return dst
 	}
 	switch to {
 	case stateRunning:
-		return append(dst, pendingEvent{kubetypes.ContainerStarted, id})
+		return append(dst, pendingEvent{kubetypes.ContainerStarted, id, sandbox})
 	case stateExited:
-		return append(dst, pendingEvent{kubetypes.ContainerDied, id})
+		return append(dst, pendingEvent{kubetypes.ContainerDied, id, sandbox})
 	case stateUnknown:
-		return append(dst, pendingEvent{kubetypes.ContainerChanged, id})
+		return append(dst, pendingEvent{kubetypes.ContainerChanged, id, sandbox})
 	}
 	// Gone. If it was seen exited, its death was already reported.
 	if from == stateExited {
-		return append(dst, pendingEvent{kubetypes.ContainerRemoved, id})
+		return append(dst, pendingEvent{kubetypes.ContainerRemoved, id, sandbox})
 	}
-	return append(dst, pendingEvent{kubetypes.ContainerDied, id}, pendingEvent{kubetypes.ContainerRemoved, id})
+	return append(dst, pendingEvent{kubetypes.ContainerDied, id, sandbox}, pendingEvent{kubetypes.ContainerRemoved, id, sandbox})
 }
 
 // podFromStatus builds the runtime pod a listing would show from a pod

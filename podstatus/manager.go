@@ -209,6 +209,22 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	}
 }
 
+// RecheckPod makes the next sync look at the pod's status again even if
+// it did not change: for a pod whose terminal phase was held back while its
+// containers could run (ContainerActivity), call it once they are stopped.
+// Unknown pods are ignored.
+func (m *Manager) RecheckPod(uid types.UID) {
+	m.mu.Lock()
+	_, ok := m.statuses[uid]
+	if ok {
+		m.pending[uid] = struct{}{}
+	}
+	m.mu.Unlock()
+	if ok {
+		m.signal()
+	}
+}
+
 // SetContainerReadiness records a readiness probe result for the container
 // instance with the given API ContainerID ("<runtime>://<id>") and
 // recomputes the pod's Ready and ContainersReady conditions. Unknown pods

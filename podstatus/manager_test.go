@@ -803,3 +803,29 @@ func TestStatusManagerFirstReportIsNotAPlaceholder(t *testing.T) {
 type stAtomicActivity struct{ running atomic.Bool }
 
 func (a *stAtomicActivity) CouldHaveRunningContainers(types.UID) bool { return a.running.Load() }
+
+// RecheckPod wakes Run for a known pod (a terminal phase held back while
+// its containers ran is then offered at once) and ignores unknown pods.
+func TestRecheckPodSignalsKnownPodsOnly(t *testing.T) {
+	m, _ := stManager(t, NewMemorySink())
+	m.RecheckPod("nobody")
+	if len(m.notify) != 0 {
+		t.Fatal("RecheckPod of an unknown pod woke the sync")
+	}
+	pod := stPod()
+	m.SetPodStatus(pod, stRunningStatus())
+	<-m.notify // the change's own signal
+	m.mu.Lock()
+	clear(m.pending)
+	m.mu.Unlock()
+	m.RecheckPod(pod.UID)
+	if len(m.notify) != 1 {
+		t.Fatal("RecheckPod did not wake the sync")
+	}
+	m.mu.Lock()
+	_, pending := m.pending[pod.UID]
+	m.mu.Unlock()
+	if !pending {
+		t.Error("RecheckPod did not make the pod pending")
+	}
+}

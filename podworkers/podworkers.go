@@ -218,6 +218,11 @@ type Config struct {
 	// Recorder records ExceededGracePeriod when KillPodAndWait gives up.
 	// Nil records none.
 	Recorder kubetypes.EventRecorder
+	// ContainersStopped, if set, is called in the pod's worker once a
+	// pod's containers are stopped (CouldHaveRunningContainers turned
+	// false), so that what waits on that (the status manager's held-back
+	// terminal phase) is told at that instant instead of on its next look.
+	ContainersStopped func(uid types.UID)
 
 	Clock  clock.Clock
 	Logger *zap.Logger
@@ -234,16 +239,18 @@ type Config struct {
 //
 // Updates may be given before Run; their workers start when Run does.
 type Workers struct {
-	syncer   PodSyncer
-	cache    PodCache
-	queue    *WorkQueue
-	resync   time.Duration
-	backOff  time.Duration
-	rand     func() float64
-	rec      kubetypes.EventRecorder
-	clock    clock.Clock
-	log      *zap.Logger
-	duration *prometheus.HistogramVec
+	syncer  PodSyncer
+	cache   PodCache
+	queue   *WorkQueue
+	resync  time.Duration
+	backOff time.Duration
+	rand    func() float64
+	rec     kubetypes.EventRecorder
+	// terminated is Config.ContainersStopped.
+	terminated func(uid types.UID)
+	clock      clock.Clock
+	log        *zap.Logger
+	duration   *prometheus.HistogramVec
 
 	wg sync.WaitGroup
 
@@ -314,6 +321,7 @@ func New(cfg Config) (*Workers, error) {
 		resync:        cfg.ResyncInterval,
 		backOff:       cfg.BackOffPeriod,
 		rand:          cfg.Rand,
+		terminated:    cfg.ContainersStopped,
 		clock:         cfg.Clock,
 		rec:           kubetypes.RecorderOrNop(cfg.Recorder),
 		log:           cfg.Logger.Named("podworkers"),

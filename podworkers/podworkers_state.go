@@ -509,6 +509,9 @@ func (p *Workers) workerLoop(runCtx context.Context, uid types.UID, updates <-ch
 			return
 		case wk.state == TerminatingPod:
 			p.completeTerminating(uid)
+			if p.terminated != nil {
+				p.terminated(uid) // CouldHaveRunningContainers is false from now on
+			}
 			transition = true
 		case isTerminal:
 			p.completeSync(uid)

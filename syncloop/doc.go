@@ -27,7 +27,8 @@
 //
 // Iterate is one turn of the loop. While the runtime is down (its CRI Status
 // fails or RuntimeReady is false) or the PLEG is unhealthy, it dispatches
-// nothing and waits, 100ms doubling to 5s. Otherwise it waits for one of,
+// nothing and waits, 100ms doubling to 5s (at start, only until the PLEG's
+// first relist if the PLEG offers Relisted). Otherwise it waits for one of,
 // without priority:
 //
 //   - a config update: ADD → HandlePodAdditions (oldest first, admission
@@ -96,6 +97,46 @@
 //     with a 1s grace.
 //   - SyncTerminatedPod: volumes are unmounted, the cgroup removed, and the
 //     status made final (StatusManager.TerminatePod).
+//
+// # Retry timings
+//
+// When the agent acts, with the default periods and jitter off
+// (Config.Rand returning 0; by default the pod workers stretch each
+// requeue delay by up to 50% at random). Times are from the pod's
+// arrival; everything the agent does itself takes no time on a fake
+// clock, so these are exact there (package nodekittest holds them):
+//
+//   - A new pod is synced at once: its sandbox and containers start in the
+//     instant it arrives (at start, once the PLEG's first relist ran).
+//   - The PLEG relists every second; a change the agent did not make
+//     itself (a container exiting on its own) is seen at the next relist,
+//     and its event syncs the pod at once.
+//   - A failed sync (CreateContainer failed, an image pull failed, a
+//     volume not ready) is retried BackOffPeriod (10s) later, or earlier
+//     by any PLEG event of the pod: a CreateContainer that fails right
+//     after the pod's sandbox was made is retried at 1s, when the relist
+//     sees the new sandbox.
+//   - A container that exited is restarted at the sync that sees it when
+//     it has no back-off yet (its first exit: at the next relist); after
+//     that it is in the runtime engine's crash-loop back-off (10s doubling
+//     to 5m, from its exit; reset after 10 minutes without an exit): the
+//     sync that sees the exit fails with CrashLoopBackOff and the pod
+//     worker retries every BackOffPeriod, and the first retry at or after
+//     the end of the back-off restarts it. A container that exits as soon
+//     as it starts therefore starts at 0, 1, 12, 33, 74, 155 and 316 s
+//     (nodekittest.CrashLoopStarts), not at 0, 10, 30, 70 s: as in the
+//     kubelet, a restart waits for the pod worker's next retry.
+//   - The prober is told of a pod at the end of each of its syncs, once the
+//     status is recorded, so a new probe worker (jitter off) first probes
+//     in the instant its container started, then every period; after
+//     failureThreshold failures in a row the container is killed and
+//     restarted in the same sync. The worker keeps its ticks across
+//     restarts: period 5s, threshold 3 restarts at 10s and then 25s.
+//   - Eviction (package eviction) runs every 10s from the agent's start: a
+//     pod is evicted at the first cycle after its node crossed a threshold,
+//     and its Failed status is reported the instant its containers
+//     stopped.
+//   - A synced pod is synced again every ResyncInterval (1m).
 //
 // # Directories
 //

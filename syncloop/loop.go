@@ -212,6 +212,10 @@ type Config struct {
 	ContainerGCPeriod   time.Duration // GarbageCollect: 1m
 	ResyncInterval      time.Duration // a synced pod is synced again: 1m
 	BackOffPeriod       time.Duration // a failed sync is retried: 10s
+	// Rand returns a number in [0,1) for the pod workers' jitter of the
+	// two delays above (each stretched by up to half); nil = math/rand/v2.
+	// A test that must be exact returns a constant.
+	Rand func() float64
 
 	// Recorder records the loop's events: admission rejections (the
 	// handler's reason, Warning), FailedMount, ContainerGCFailed, and the
@@ -401,9 +405,13 @@ func New(cfg Config) (*Loop, error) {
 		ResyncInterval: cfg.ResyncInterval,
 		BackOffPeriod:  cfg.BackOffPeriod,
 		Recorder:       cfg.Recorder,
-		Clock:          cfg.Clock,
-		Logger:         cfg.Logger,
-		Registerer:     cfg.Registerer,
+		Rand:           cfg.Rand,
+		// A terminal phase the status manager held back while the
+		// containers could run is offered at the instant they stopped.
+		ContainersStopped: func(uid types.UID) { l.status.RecheckPod(uid) },
+		Clock:             cfg.Clock,
+		Logger:            cfg.Logger,
+		Registerer:        cfg.Registerer,
 	})
 	if err != nil {
 		return nil, err
@@ -544,7 +552,8 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // Iterate runs one iteration of the loop: while the runtime or the PLEG is
 // unhealthy it dispatches nothing and waits (100ms, doubling up to 5s, on
-// the clock); otherwise it waits for one of: a config update, a PLEG event,
+// the clock, or until the PLEG's first relist if it offers Relisted);
+// otherwise it waits for one of: a config update, a PLEG event,
 // a probe result change, the sync tick (pods whose resync is due), the
 // housekeeping tick (cleanups, when all sources are ready), and handles it. There is no priority between
 // them. It returns false when Updates is closed or ctx is done.
@@ -560,6 +569,16 @@ func (l *Loop) Iterate(ctx context.Context) bool {
 		l.syncTicker = l.clock.NewTicker(l.cfg.SyncPeriod)
 		l.houseTicker = l.clock.NewTicker(l.cfg.HousekeepingPeriod)
 	}
+	// A PLEG that says when its first relist succeeded ends the health
+	// wait below at that instant, so that the agent's start does not
+	// depend on which of the two ran first. The channel is taken before
+	// the check: closed after it, it wakes the wait at once.
+	var relisted <-chan struct{}
+	if r, ok := l.cfg.PLEG.(interface{ Relisted() <-chan struct{} }); ok {
+		if ch := r.Relisted(); !isClosed(ch) {
+			relisted = ch
+		}
+	}
 	if err := l.runtimeErr(ctx); err != nil {
 		l.log.Info("skipping pod synchronization", zap.Error(err), zap.Duration("backoff", l.runtimeBackoff))
 		t := l.clock.NewTimer(l.runtimeBackoff)
@@ -569,6 +588,7 @@ func (l *Loop) Iterate(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		case <-t.C():
+		case <-relisted:
 		}
 		return true
 	}
@@ -605,6 +625,15 @@ func (l *Loop) Iterate(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // HandleUpdate dispatches one config update by its Op.

@@ -180,7 +180,11 @@ func (a *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _
 		}
 		return false, fmt.Errorf("%w: volumes of %s/%s: %w", ErrHook, pod.Namespace, pod.Name, err)
 	}
-	a.probes.AddPod(pod)
+	// The prober learns of the pod once this sync has recorded its status:
+	// a new probe worker's first look then finds the containers this sync
+	// started (on a virtual clock both happen in one instant, and the
+	// first probe would otherwise depend on goroutine order).
+	defer a.probes.AddPod(pod)
 	var secrets []v1.Secret
 	if a.pullSecrets != nil && len(pod.Spec.ImagePullSecrets) > 0 {
 		s, err := a.pullSecrets(ctx, pod)

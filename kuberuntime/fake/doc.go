@@ -29,15 +29,15 @@
 // containers. RemoveContainer kills a running container first, as the CRI
 // spec says and containerd does (Config.RemoveRunningFails refuses instead).
 // Host-network sandboxes report no IP, as containerd's (Config.HostIP
-// gives them one); others get an IP from Config.PodCIDR (released on
-// removal) and can't be created while the network is not ready. List
-// filters follow CRI: id (or unique prefix), state, pod sandbox id and an
-// exact-match label selector; results are oldest first. ImageStatus of an
-// absent image returns a nil Image, not an error. ListContainerStats and
-// ListPodSandboxStats cover running containers and ready sandboxes. Exec,
-// Attach, PortForward, CheckpointContainer, ListMetricDescriptors and
+// gives them one); others get an IP from
+// Config.PodCIDR (released on removal) and can't be created while the
+// network is not ready. List filters follow CRI: id (or unique prefix),
+// state, pod sandbox id and an exact-match label selector; results are
+// oldest first. ImageStatus of an absent image returns a nil Image, not an
+// error. ListContainerStats and ListPodSandboxStats cover running containers
+// and ready sandboxes. CheckpointContainer, ListMetricDescriptors and
 // ListPodSandboxMetrics return Unimplemented; so do the Stream* RPCs over
-// gRPC.
+// gRPC, and Exec, Attach and PortForward without a StreamServer (below).
 //
 // # Simulated processes
 //
@@ -132,6 +132,24 @@
 // The file stays open, as a real runtime's: a rotation's rename keeps
 // receiving lines until ReopenContainerLog creates a new file at the path.
 // The log's directory is made on the first write, as containerd makes it.
+// # Exec, attach, port-forward and logs
+//
+// Exec, Attach and PortForward check their request (a running container or
+// ready sandbox, sensible streams and ports) and hand it to the runtime's
+// Streamer (SetStreamer) for a URL; without one they return Unimplemented.
+// Package kuberuntime/fake/fakestream is that streaming server, kept apart
+// so that programs that never stream don't link SPDY and WebSocket. Its
+// sessions run on ExecStream and AttachStream:
+//
+// An exec session runs the exec handler when one is set (stdin unused),
+// else a small interpreter: echo [-n], cat (stdin to stdout), true, false,
+// exit N, and sh -c scripts of those separated by ; newlines and &&, where
+// >&2 sends a statement's output to stderr; anything else exits 0 silently.
+// An attach session streams what the container prints until it exits or
+// the client leaves; a test makes it print with AppendLog, which also
+// appends the lines to the container's log file (LogDirectory/LogPath) in
+// the CRI log format. The stdin of an attach to a container whose command
+// is a bare cat is echoed (and logged).
 //
 // # Events
 //
@@ -156,5 +174,5 @@
 //
 // A Runtime is safe for concurrent use. One mutex guards it and is never
 // held while a call waits on the clock or a context. The only goroutines are
-// the callers' own, and Serve's, which it joins before returning.
+// the callers' own and Serve's, which it joins before returning.
 package fake

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,33 +12,53 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// AppendLog writes text to a running container's log file, at its CRI log
-// path (the sandbox's LogDirectory joined with the container's LogPath),
-// in the CRI log format, as containerd writes what a container prints:
-// each line of text ending in a newline is one full record (F) stamped
-// with the injected clock, a last piece without one a partial record (P).
-// The file is opened on the first write and kept open, so a log renamed
-// by a rotation keeps receiving lines until ReopenContainerLog, as with a
-// real runtime; its directory is made if missing, as containerd does. A
-// container not running (or without a log path) is an error.
+// AppendLog makes a running container print text on stream, as if its
+// process wrote it: the text goes to every attach session of the
+// container (fakestream) and to its log file, at its CRI log path (the
+// sandbox's LogDirectory joined with the container's LogPath), in the CRI
+// log format as containerd writes it: each line of text ending in a
+// newline is one full record (F) stamped with the injected clock, a last
+// piece without one a partial record (P). The file is opened on the first
+// write and kept open, so a log renamed by a rotation keeps receiving lines
+// until ReopenContainerLog, as with a real runtime; its directory is made
+// if missing, as containerd does. A container without a log path prints to
+// its sessions only. A container not running, or a stream other than
+// stdout and stderr, is an error. It is a test hook, not a CRI call.
 func (r *Runtime) AppendLog(containerID string, stream runtimeapi.LogStreamType, text string) error {
 	if stream != runtimeapi.Stdout && stream != runtimeapi.Stderr {
-		return fmt.Errorf("fake: AppendLog: stream %q is neither stdout nor stderr", stream)
+		return coded(codes.InvalidArgument, ErrInvalidArgument, "AppendLog: stream %q: want stdout or stderr", stream)
 	}
+	// One AppendLog at a time: the file and the sessions see one order.
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	c := r.lookupContainerLocked(containerID)
 	if c == nil {
+		r.mu.Unlock()
 		return notFound("container", containerID)
 	}
 	now := r.nowNano()
 	r.advanceLocked(c, now)
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.mu.Unlock()
 		return coded(codes.FailedPrecondition, ErrFailedPrecondition, "container %q is not running", c.id)
 	}
-	if c.logPath == "" {
-		return coded(codes.FailedPrecondition, ErrFailedPrecondition, "container %q has no log path", c.id)
+	att := slices.Clone(r.attached[c.id])
+	if c.logPath != "" {
+		if err := r.writeLogLocked(c, stream, text, now); err != nil {
+			r.mu.Unlock()
+			return err
+		}
 	}
+	r.mu.Unlock()
+	for _, a := range att {
+		a.write(string(stream), []byte(text))
+	}
+	return nil
+}
+
+// writeLogLocked appends text to c's log file in the CRI log format.
+func (r *Runtime) writeLogLocked(c *container, stream runtimeapi.LogStreamType, text string, now int64) error {
 	if c.logFile == nil {
 		if err := c.openLogLocked(); err != nil {
 			return err

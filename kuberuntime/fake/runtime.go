@@ -135,6 +135,9 @@ type Runtime struct {
 	counts         map[string]int
 	subs           map[*subscriber]struct{}
 	execHandler    ExecHandler
+	streams        Streamer
+	logMu          sync.Mutex               // serialises AppendLog's file writes
+	attached       map[string][]*attachment // by container id
 	networkReady   bool
 	runtimeReady   bool
 }
@@ -163,6 +166,7 @@ func New(cfg Config) (*Runtime, error) {
 		faults:             map[string]*fault{},
 		counts:             map[string]int{},
 		subs:               map[*subscriber]struct{}{},
+		attached:           map[string][]*attachment{},
 		execHandler:        cfg.ExecHandler,
 		networkReady:       !cfg.NetworkNotReady,
 		runtimeReady:       !cfg.RuntimeNotReady,
@@ -328,30 +332,6 @@ func (r *Runtime) UpdateRuntimeConfig(ctx context.Context, runtimeConfig *runtim
 
 // Close does nothing: the fake holds no connection.
 func (r *Runtime) Close(ctx context.Context) error { return nil }
-
-// Exec is not offered by the fake (no streaming server).
-func (r *Runtime) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	if err := r.begin(ctx, "Exec", req.GetContainerId(), "", 0); err != nil {
-		return nil, err
-	}
-	return nil, unimplemented("Exec")
-}
-
-// Attach is not offered by the fake.
-func (r *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	if err := r.begin(ctx, "Attach", req.GetContainerId(), "", 0); err != nil {
-		return nil, err
-	}
-	return nil, unimplemented("Attach")
-}
-
-// PortForward is not offered by the fake.
-func (r *Runtime) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	if err := r.begin(ctx, "PortForward", req.GetPodSandboxId(), "", 0); err != nil {
-		return nil, err
-	}
-	return nil, unimplemented("PortForward")
-}
 
 // CheckpointContainer is not offered by the fake.
 func (r *Runtime) CheckpointContainer(ctx context.Context, req *runtimeapi.CheckpointContainerRequest) error {

@@ -24,4 +24,19 @@
 // The same pod specs mean the same thing on every implementation: busybox
 // commands (`sleep`, `sh -c 'exit N'`, `trap ... TERM`) that the fake runtime
 // interprets the way a real container behaves.
+//
+// # Running one pod without the agent
+//
+// RunPod puts a *v1.Pod on any CRI runtime (usually the fake) the way the
+// agent would: a sandbox and containers with the io.kubernetes.* labels and
+// annotations the engine writes, init containers first. Tests of one part
+// (a PLEG relisting the fake, a prober, a status manager) use it instead of
+// raw CRI calls with hand-made labels:
+//
+//	rt, _ := fake.New(fake.Config{Clock: fc})
+//	st, err := runtimetest.RunPod(ctx, rt, pod, runtimetest.RunPodOptions{Clock: fc})
+//	// st.SandboxStatuses[0].Id, st.ContainerStatuses[i].ID ...
+//
+// It lives here, not in the fake, because it uses kuberuntime, which the
+// fake must not import (kuberuntime's own tests use the fake).
 package runtimetest
