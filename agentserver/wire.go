@@ -6,6 +6,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // Config configures Wire: Server holds what the agent cannot give (the
@@ -15,6 +16,10 @@ import (
 // kubelet's localhost health port.
 type Config struct {
 	Server server.Config
+	// Stats, when set, gives the server the agent's stats (Builder.WithStats
+	// with this config, unless Server.Stats is set): /stats/summary and the
+	// /metrics/resource collector. Nil serves neither (404), as before.
+	Stats *stats.Config
 }
 
 // Wire makes b's agent serve the kubelet's HTTPS API (package server) as
@@ -25,8 +30,20 @@ type Config struct {
 // serves them, and the sync loop's and PLEG's health. Config errors fail
 // Build.
 func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
+	var provider *stats.Provider // set by Build
+	if cfg.Stats != nil && cfg.Server.Stats == nil {
+		b.WithStats(*cfg.Stats, &provider)
+	}
 	return b.WithAgentPart("server", func(a *nodekit.Agent) (func(ctx context.Context) error, error) {
-		srv, err := server.New(ServerConfig(a, cfg.Server))
+		sc := cfg.Server
+		if provider != nil {
+			sc.Stats = provider
+			if sc.ResourceMetrics == nil {
+				// The server collects it under each request's context.
+				sc.ResourceMetrics = stats.NewResourceCollector(provider, stats.CollectorConfig{Logger: sc.Logger})
+			}
+		}
+		srv, err := server.New(ServerConfig(a, sc))
 		if err != nil {
 			return nil, fmt.Errorf("agentserver: %w", err)
 		}

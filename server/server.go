@@ -242,13 +242,32 @@ func (s *Server) serveResourceMetrics(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "resource metrics are not available", http.StatusNotFound)
 		return
 	}
+	col := s.cfg.ResourceMetrics
+	if cc, ok := col.(contextCollector); ok {
+		col = requestCollector{Collector: col, cc: cc, ctx: r.Context()}
+	}
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(s.cfg.ResourceMetrics); err != nil {
+	if err := reg.Register(col); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }
+
+// contextCollector is a collector that can collect under a context
+// (stats.ResourceCollector): the server gives it the request's.
+type contextCollector interface {
+	CollectContext(ctx context.Context, ch chan<- prometheus.Metric)
+}
+
+// requestCollector collects a contextCollector under one request's context.
+type requestCollector struct {
+	prometheus.Collector
+	cc  contextCollector
+	ctx context.Context
+}
+
+func (c requestCollector) Collect(ch chan<- prometheus.Metric) { c.cc.CollectContext(c.ctx, ch) }
 
 // serveSummary serves the stats summary; only_cpu_and_memory=true keeps
 // CPU and memory only (the kubelet reads it from the query or a POSTed

@@ -19,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/agentserver"
 	"github.com/nodekit/nodekit/server"
 	serverapi "github.com/nodekit/nodekit/server/apiserver"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // Flags are the kubelet's flags for its API.
@@ -70,7 +71,7 @@ func (f *Flags) Wire(b *nodekit.Builder, client kubernetes.Interface, nodeName, 
 		Authenticator: auth.Authenticator, Authorizer: auth.Authorizer, ClientCA: auth.ClientCA, Anonymous: f.Anonymous,
 		StreamingIdleTimeout: f.IdleTimeout, Metrics: metrics, Logger: log,
 		WebSocketStreams: serverapi.WebSocketStreams{},
-	}})
+	}, Stats: &stats.Config{}})
 	return int32(f.Port), nil
 }
 
