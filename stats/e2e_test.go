@@ -138,7 +138,11 @@ func TestE2ESummaryBusyboxPod(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 90 s the summary still has: %s\npod: %s", strings.Join(problems, "; "), dump(pod))
 		}
-		time.Sleep(time.Second)
+		select { // poll again in a second
+		case <-ctx.Done():
+			t.Fatalf("waiting for the summary: %v", ctx.Err())
+		case <-time.After(time.Second):
+		}
 	}
 	t.Logf("pod %s: cpu %d ns, working set %d B; container cpu %d ns, %d B", name,
 		*pod.CPU.UsageCoreNanoSeconds, *pod.Memory.WorkingSetBytes,
