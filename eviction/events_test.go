@@ -45,3 +45,20 @@ func TestEvictionEvents(t *testing.T) {
 		t.Errorf("event message differs from the status message %q", h.kills[0].status.Message)
 	}
 }
+
+// TestLocalStorageEvictionEvent: a pod evicted over a local storage limit
+// gets the Evicted event with the status's message, as the kubelet's
+// evictPod records it for every eviction.
+func TestLocalStorageEvictionEvent(t *testing.T) {
+	rec := &events.Fake{}
+	h := newHarness(t, nil, []*v1.Pod{lsPod("emptydir", "1Mi", "100Mi")}, Config{Recorder: rec, NodeName: "node-1"})
+	h.stats.s = &Summary{Pods: []PodStats{lsStats("emptydir", 2, [2]uint64{0, 0})}}
+	if got := h.sync(t); names(got) != "emptydir" {
+		t.Fatalf("evicted %v", names(got))
+	}
+	ev := rec.Events()
+	if len(ev) != 1 || ev[0].Type != v1.EventTypeWarning || ev[0].Reason != "Evicted" ||
+		ev[0].Message != h.kills[0].status.Message || ev[0].Object.Name != "emptydir" {
+		t.Fatalf("events:\n%s\nwant one Evicted with %q", rec, h.kills[0].status.Message)
+	}
+}

@@ -60,6 +60,7 @@ func (m *Manager) localStorageEviction(ctx context.Context, pods []*v1.Pod, stat
 		m.log.Info("evicting pod over its local storage limit", zap.String("pod", pod.Namespace+"/"+pod.Name),
 			zap.String("signal", signal), zap.String("message", msg))
 		status := v1.PodStatus{Phase: v1.PodFailed, Reason: Reason, Message: msg}
+		m.rec().Event(pod, v1.EventTypeWarning, kubetypes.ReasonEvicted, msg)
 		if err := m.cfg.KillPod(ctx, pod, status, LocalStorageGracePeriodSeconds); err != nil {
 			m.log.Error("pod failed to evict", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Error(err))
 		}
