@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
@@ -33,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit"
@@ -40,6 +44,7 @@ import (
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/server"
 	serverapi "github.com/nodekit/nodekit/server/apiserver"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // srvRestConfig reads a kubeconfig of hack/kube-apiserver.sh into a
@@ -59,7 +64,7 @@ func srvRestConfig(t *testing.T, kubeconfig string) *rest.Config {
 }
 
 // TestServerThroughAPIServer runs an agent on containerd joined to a real
-// kube-apiserver, serving its HTTPS API on 127.0.0.1 with the API server's
+// kube-apiserver, serving its HTTPS API in a network namespace (its node IP) with the API server's
 // kubelet-client CA, token webhook and Webhook authorization, and talks to
 // it as kubectl does, through the API server: pods/log (follow, tailLines,
 // previous after a restart), pods/exec over WebSocket and SPDY (output,
@@ -111,20 +116,38 @@ func TestServerThroughAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	// The agent serves its API inside a network namespace the test makes,
+	// on the namespace's address, which is also the node's IP: the API
+	// server reaches it there for logs, exec and port-forward, and proxies
+	// to it for nodes/proxy (it refuses a loopback address for that).
+	ln, nodeIP := nsListener(t)
+	port := ln.Addr().(*net.TCPAddr).Port
 	dir := t.TempDir()
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithRootDir(dir).WithLogger(log)
 	clusterapiserver.Wire(b, clusterapiserver.Config{Client: nodeClient, NodeName: name, Logger: log,
-		NodeIPs: []net.IP{net.IPv4(127, 0, 0, 1)}, AllowLoopbackNodeIP: true, ServerPort: int32(port), StatusUpdateFrequency: time.Second,
+		NodeIPs: []net.IP{nodeIP}, ServerPort: int32(port), StatusUpdateFrequency: time.Second,
 		// The API server then passes WebSockets through to the agent,
 		// which translates them itself (WebSocketStreams), as the kubelet.
 		DeclaredFeatures: []string{"ExtendWebSocketsToKubelet"}})
-	agentserver.Wire(b, agentserver.Config{Server: server.Config{
-		NodeName: name, Address: "127.0.0.1", Port: port, CertDir: filepath.Join(dir, "pki"),
-		Authenticator: auth.Authenticator, Authorizer: auth.Authorizer, ClientCA: auth.ClientCA, Logger: log,
-		WebSocketStreams: serverapi.WebSocketStreams{},
-	}})
+	var summaries *stats.Provider
+	b.WithStats(stats.Config{}, &summaries)
+	b.WithAgentPart("server", func(a *nodekit.Agent) (func(ctx context.Context) error, error) {
+		srv, err := server.New(agentserver.ServerConfig(a, server.Config{
+			NodeName: name, CertDir: filepath.Join(dir, "pki"),
+			Authenticator: auth.Authenticator, Authorizer: auth.Authorizer, ClientCA: auth.ClientCA, Logger: log,
+			WebSocketStreams: serverapi.WebSocketStreams{},
+			Stats:            summaries, ResourceMetrics: stats.NewResourceCollector(summaries, stats.CollectorConfig{Logger: log}),
+		}))
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg, err := srv.TLSConfig()
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error { return srv.Serve(ctx, tls.NewListener(ln, tlsCfg), nil) }, nil
+	})
 	agent, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +221,7 @@ func TestServerThroughAPIServer(t *testing.T) {
 	nsPoll(t, 90*time.Second, webPod+" running", running(webPod))
 
 	t.Run("refusals", func(t *testing.T) {
-		base := fmt.Sprintf("https://127.0.0.1:%d/pods", port)
+		base := fmt.Sprintf("https://%s/pods", net.JoinHostPort(nodeIP.String(), strconv.Itoa(port)))
 		cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			InsecureSkipVerify: true, // the agent's self-signed pair
 		}}}
@@ -222,9 +245,7 @@ func TestServerThroughAPIServer(t *testing.T) {
 		}
 		// The API server's kubelet client certificate, from the CA the
 		// agent was given: 200 (the API server presents it for logs,
-		// exec and port-forward). nodes/proxy itself cannot be tried here:
-		// the API server refuses to proxy to a loopback address ("address
-		// not allowed").
+		// exec, port-forward and nodes/proxy).
 		pair, err := tls.LoadX509KeyPair(filepath.Join(filepath.Dir(clientCA), "kubelet-client.crt"), filepath.Join(filepath.Dir(clientCA), "kubelet-client.key"))
 		if err != nil {
 			t.Fatal(err)
@@ -348,6 +369,76 @@ func TestServerThroughAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	// The stats as metrics-server and kubectl top read them: through the
+	// API server's nodes/proxy, parsed into the kubelet's Summary and the
+	// Prometheus text format, with the web pod's CPU and memory non-zero.
+	t.Run("nodes-proxy-stats", func(t *testing.T) {
+		proxy := func(path string) ([]byte, error) {
+			return admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", name, "proxy", path).Do(ctx).Raw()
+		}
+		nsPoll(t, 60*time.Second, "the web pod's CPU and memory in /stats/summary through nodes/proxy", func() (bool, string) {
+			raw, err := proxy("stats/summary")
+			if err != nil {
+				return false, err.Error()
+			}
+			var sum statsapi.Summary
+			if err := json.Unmarshal(raw, &sum); err != nil {
+				return false, err.Error()
+			}
+			if sum.Node.NodeName != name {
+				return false, "node " + sum.Node.NodeName
+			}
+			for _, p := range sum.Pods {
+				if p.PodRef.Name != webPod || p.PodRef.Namespace != "default" {
+					continue
+				}
+				if p.CPU == nil || p.CPU.UsageCoreNanoSeconds == nil || *p.CPU.UsageCoreNanoSeconds == 0 ||
+					p.Memory == nil || p.Memory.WorkingSetBytes == nil || *p.Memory.WorkingSetBytes == 0 {
+					return false, fmt.Sprintf("pod stats %+v %+v", p.CPU, p.Memory)
+				}
+				return true, ""
+			}
+			return false, fmt.Sprintf("no %s among %d pods", webPod, len(sum.Pods))
+		})
+		nsPoll(t, 60*time.Second, "the web pod's CPU and memory in /metrics/resource through nodes/proxy", func() (bool, string) {
+			raw, err := proxy("metrics/resource")
+			if err != nil {
+				return false, err.Error()
+			}
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+			if err != nil {
+				return false, err.Error()
+			}
+			value := func(family string) float64 {
+				f := fams[family]
+				if f == nil {
+					return 0
+				}
+				for _, m := range f.GetMetric() {
+					labels := map[string]string{}
+					for _, l := range m.GetLabel() {
+						labels[l.GetName()] = l.GetValue()
+					}
+					if labels["pod"] != webPod || labels["namespace"] != "default" {
+						continue
+					}
+					if m.GetCounter() != nil {
+						return m.GetCounter().GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+				return 0
+			}
+			cpu, mem := value("pod_cpu_usage_seconds_total"), value("pod_memory_working_set_bytes")
+			ccpu, cmem := value("container_cpu_usage_seconds_total"), value("container_memory_working_set_bytes")
+			if cpu <= 0 || mem <= 0 || ccpu <= 0 || cmem <= 0 {
+				return false, fmt.Sprintf("pod cpu %v memory %v, container cpu %v memory %v", cpu, mem, ccpu, cmem)
+			}
+			return true, ""
+		})
+	})
 
 	t.Run("logs", func(t *testing.T) {
 		if _, ok := any(agent.Runtime()).(server.ContainerLogs); !ok {
