@@ -63,10 +63,11 @@ func shutdownPod(name, node, image, command string, preStop string, grace *int64
 // once after it; a pod ignoring SIGTERM is killed at its group's 8s budget;
 // the critical pod is killed only then, within its 4s; a pod arriving
 // during the shutdown is refused. With an API server (NODEKIT_APISERVER_URL)
-// the pods are API pods and the test reads there: Failed/Terminated with the
-// kubelet's message and a DisruptionTarget condition, the node NotReady
-// "node is shutting down"; without one they are static pods read from the
-// agent.
+// the pods are API pods, plus a static pod (without a priority: in the
+// first group, as in the kubelet) whose status shows on its mirror pod, and
+// the test reads there: Failed/Terminated with the kubelet's message and a
+// DisruptionTarget condition, the node NotReady "node is shutting down";
+// without one they are all static pods read from the agent.
 func TestGracefulShutdownOnContainerd(t *testing.T) {
 	endpoint := os.Getenv("NODEKIT_CRI_ENDPOINT")
 	if endpoint == "" {
@@ -100,13 +101,27 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 		shutdownPod("sd-critical", node, busybox, stubbornCmd, "", nil, true),
 	}
 	late := shutdownPod("sd-late", node, busybox, hookCmd, "", nil, false)
+	// static: pods given as manifests (all of them without an API server;
+	// with one, sd-static, whose status the API server shows on its
+	// mirror pod).
+	static := map[string]bool{}
+	if withAPI {
+		pods = append(pods, shutdownPod("sd-static", node, busybox, stubbornCmd, "", nil, false))
+		static["sd-static"] = true
+		names = append(names, "sd-static", "sd-static-"+node)
+	}
 
 	var admin kubernetes.Interface
 	manifests := t.TempDir()
 	local := &podStatuses{st: map[string]v1.PodStatus{}}
 	// runtimeName is the pod's name on the node (a static pod's has the
 	// node's name appended).
-	runtimeName := func(n string) string { return n }
+	runtimeName := func(n string) string {
+		if static[n] {
+			return n + "-" + node
+		}
+		return n
+	}
 	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithRootDir(t.TempDir()).WithManifestDir(manifests)
 	if withAPI {
 		env := &eventsEnv{name: node, endpoint: endpoint, busybox: busybox,
@@ -146,7 +161,7 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 
 	add := func(p *v1.Pod) {
 		t.Helper()
-		if withAPI {
+		if withAPI && !static[p.Name] {
 			if _, err := admin.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 				t.Fatalf("creating %s: %v", p.Name, err)
 			}
@@ -164,7 +179,7 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 		if !withAPI {
 			return local.get(runtimeName(name))
 		}
-		p, err := admin.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+		p, err := admin.CoreV1().Pods("default").Get(t.Context(), runtimeName(name), metav1.GetOptions{})
 		if err != nil {
 			return v1.PodStatus{}
 		}
@@ -246,6 +261,9 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 		"sd-stubborn": {7500 * time.Millisecond, 20 * time.Second},
 		// Killed from 8s on, with its 4s.
 		"sd-critical": {11500 * time.Millisecond, 25 * time.Second},
+		// A static pod without a priority: the first group, as in the
+		// kubelet.
+		"sd-static": {7500 * time.Millisecond, 20 * time.Second},
 	} {
 		if got, ok := finished[name]; ok && (got < want[0] || got > want[1]) {
 			t.Errorf("%s finished %v after the start, want between %v and %v", name, got, want[0], want[1])
