@@ -48,6 +48,7 @@ import (
 	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exshutdown"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
+	"github.com/nodekit/nodekit/nodeshutdown"
 	"github.com/nodekit/nodekit/nodeshutdown/systemd"
 )
 
@@ -174,7 +175,7 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	if o.logind {
 		watchers = append(watchers, systemd.Watcher(systemd.Config{Logger: log}))
 	}
-	sd, err := o.shutdown.Wire(b, log, watchers...)
+	sd, err := o.shutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{Logger: log}, Watchers: watchers})
 	if err != nil {
 		return err
 	}

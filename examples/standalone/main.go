@@ -35,9 +35,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exshutdown"
+	"github.com/nodekit/nodekit/nodeshutdown"
 	"github.com/nodekit/nodekit/pleg"
 )
 
@@ -254,7 +256,7 @@ func run(ctx context.Context, o options) error {
 	if err := o.api.wire(b, o.nodeName, root); err != nil {
 		return err
 	}
-	sd, err := o.shutdown.Wire(b, log)
+	sd, err := o.shutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{Logger: log}})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agentshutdown"
-	"github.com/nodekit/nodekit/nodeshutdown"
 )
 
 // Flags are the graceful shutdown flags.
@@ -40,18 +39,17 @@ func (f *Flags) StopSignals() []os.Signal {
 }
 
 // Wire wires the graceful shutdown into b when a grace period is given (a
-// nil Handle when not), with the watchers (e.g. logind's).
-func (f *Flags) Wire(b *nodekit.Builder, log *zap.Logger, watchers ...agentshutdown.Watcher) (*agentshutdown.Handle, error) {
+// nil Handle when not): cfg with the flags' grace periods (cfg may bring
+// watchers, e.g. logind's, a logger and WaitForUnmount).
+func (f *Flags) Wire(b *nodekit.Builder, cfg agentshutdown.Config) (*agentshutdown.Handle, error) {
 	if f.GracePeriod == 0 && f.GracePeriodCriticalPods == 0 {
 		if f.OnSIGTERM {
 			return nil, errors.New("--shutdown-on-sigterm needs --shutdown-grace-period")
 		}
 		return nil, nil
 	}
-	return agentshutdown.Wire(b, agentshutdown.Config{
-		Shutdown: nodeshutdown.Config{GracePeriod: f.GracePeriod, GracePeriodCriticalPods: f.GracePeriodCriticalPods, Logger: log},
-		Watchers: watchers,
-	}), nil
+	cfg.Shutdown.GracePeriod, cfg.Shutdown.GracePeriodCriticalPods = f.GracePeriod, f.GracePeriodCriticalPods
+	return agentshutdown.Wire(b, cfg), nil
 }
 
 // Run runs run until ctx ends. With --shutdown-on-sigterm and a Handle, a

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/examples/internal/exshutdown"
 )
 
@@ -24,7 +25,7 @@ func TestRunOnSIGTERM(t *testing.T) {
 	}
 	b := nodekit.NewBuilder().WithNodeName("n").WithFakeRuntime("busybox").WithManifestDir(dir).WithRootDir(filepath.Join(dir, "root"))
 	f := exshutdown.Flags{GracePeriod: 20 * time.Second, OnSIGTERM: true}
-	h, err := f.Wire(b, nil)
+	h, err := f.Wire(b, agentshutdown.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
