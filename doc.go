@@ -36,7 +36,7 @@
 //
 // The stats the kubelet serves on /stats/summary and /metrics/resource come
 // from a stats.Provider wired to the agent's runtime, its pods, the container
-// manager's cgroups (when WithContainerManager is used) and its root
+// manager's cgroups (when cmwire.ContainerManager is used) and its root
 // directory, made by Build:
 //
 //	var summary *stats.Provider
