@@ -111,14 +111,13 @@ type settings struct {
 	volumeMgr  *volumemgr.Manager
 	// wiredCalls are the Calls of the WithWiring wirings, podCgroups the
 	// container manager's cgroups one of them gave (builder_wiring.go).
-	wiredCalls       []string
-	podCgroups       PodCgroups
-	podCgroupsCall   string
-	deviceMgr        DeviceManager
-	withEviction     bool
-	withStats        bool
-	clusters         []Cluster
-	containerdEvents bool
+	wiredCalls     []string
+	podCgroups     PodCgroups
+	podCgroupsCall string
+	deviceMgr      DeviceManager
+	withEviction   bool
+	withStats      bool
+	clusters       []Cluster
 	// misuse holds the problems of With calls (a nil manager, a call made
 	// twice), reported by Build with the rest.
 	misuse []error

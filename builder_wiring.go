@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
@@ -67,6 +68,7 @@ const (
 	RankContainerManager = rankContainerMgr
 	RankCPUManager       = rankCPU
 	RankMemoryManager    = rankMemory
+	RankContainerdEvents = rankContainerdEvents
 )
 
 // WithWiring adds the hooks of an optional part (see Wiring); packages
@@ -122,6 +124,13 @@ func AdmitWith(admit func(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, messa
 
 // NodeName returns the node's name (WithNodeName).
 func (a *Agent) NodeName() string { return a.node }
+
+// RuntimeEndpoint returns WithRuntimeEndpoint's endpoint ("" with another
+// runtime).
+func (a *Agent) RuntimeEndpoint() string { return a.endpoint }
+
+// Clock returns the clock of every part (WithClock, else the real clock).
+func (a *Agent) Clock() clock.WithTicker { return a.clock }
 
 // Logger returns the agent's logger (WithLogger, named "nodekit").
 func (a *Agent) Logger() *zap.Logger { return a.log }

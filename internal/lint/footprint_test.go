@@ -9,9 +9,11 @@ import (
 // optionalParts are packages the root package must not depend on: an agent
 // on the fake runtime that does not call their wiring must not link them
 // (issue 27 item 5). Each is wired by a package of its own that imports the
-// root package (containermgr/cmwire, agentserver, clusterapiserver).
+// root package (containermgr/cmwire, containerdwire, agentserver,
+// clusterapiserver).
 var optionalParts = []string{
 	"github.com/nodekit/nodekit/containermgr", // and below: cgroups, cpu, memory, devices
+	"github.com/nodekit/nodekit/kuberuntime/containerdevents",
 	"github.com/nodekit/nodekit/server",
 	"github.com/nodekit/nodekit/agentserver",
 	"github.com/nodekit/nodekit/clusterapiserver",
