@@ -37,11 +37,11 @@ type Wiring struct {
 	// Loop adjusts the sync loop's Config (before WithAdmitHandler's
 	// checks and WithSyncLoopConfig's edits).
 	Loop func(cfg *syncloop.Config)
-	// Connect runs once every part is made. It returns start, run (in
-	// Agent.Run's order) before any part starts, when state must be loaded
-	// before the first pod is admitted, and run, the part run for the
-	// agent's life (after the PLEG, before the sync loop); either may be
-	// nil. An error fails Build.
+	// Connect runs once every part is made. It returns start, which
+	// Agent.Run calls (the wirings' in Rank order) before any part starts,
+	// for state to load before the first pod is admitted, and run, the
+	// part run for the agent's life (started after the PLEG, before the
+	// sync loop, under Name); either may be nil. An error fails Build.
 	Connect func(a *Agent) (start, run func(ctx context.Context) error, err error)
 	// Cgroups, when set, is the node's pod cgroups as a container manager
 	// keeps them: WithEviction and WithStats read their cgroup stats
