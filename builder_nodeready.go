@@ -1,7 +1,5 @@
 package nodekit
 
-import "k8s.io/utils/clock"
-
 // WithNodeReadyCheck adds a check of the node's Ready condition: while
 // check returns an error the node status that reads the Agent's checks
 // (clusterapiserver.Wire's) reports Ready False, reason KubeletNotReady,
@@ -46,10 +44,3 @@ func (a *Agent) RequestNodeStatusUpdate() {
 // NodeStatusUpdateRequests delivers RequestNodeStatusUpdate's requests to
 // the node status (nodestatus.Config.UpdateNow).
 func (a *Agent) NodeStatusUpdateRequests() <-chan struct{} { return a.nodeStatusKick }
-
-// NodeName is the node's name (WithNodeName).
-func (a *Agent) NodeName() string { return a.node }
-
-// Clock is the agent's clock (WithClock, else the real one), for parts
-// built from the Agent.
-func (a *Agent) Clock() clock.WithTicker { return a.clock }

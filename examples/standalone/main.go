@@ -36,6 +36,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agentshutdown"
+	"github.com/nodekit/nodekit/containerdwire"
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exshutdown"
@@ -250,7 +251,7 @@ func run(ctx context.Context, o options) error {
 	} else {
 		b.WithRuntimeEndpoint(o.endpoint)
 		if o.containerdEvents {
-			b.WithContainerdEvents("")
+			containerdwire.Events(b, "", nil)
 		}
 	}
 	if err := o.api.wire(b, o.nodeName, root); err != nil {
