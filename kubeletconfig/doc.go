@@ -21,6 +21,18 @@
 // a table of files, and that the table of feature gates here is the
 // kubelet's.
 //
+// Apply validates a configuration and maps it onto a nodekit.Builder
+// (sync frequency, manifest directory and URL with their periods, pod logs
+// directory, maxPods and podsPerCore at admission, image pull
+// serialization, the runtime engine's timeouts, DNS, seccomp default and
+// crash-loop back-off cap, and with Options.Runtime the CRI endpoint and
+// container log rotation). The parts wired outside it (the node API
+// server, a cluster, graceful shutdown, certificates) are Options.Parts:
+// their fields are theirs. Every field set to a value other than the
+// kubelet's default that nothing maps is named in one warning and ignored;
+// a value the agent cannot honour is an error (ErrCannotHonour).
+// Applied.Configz serves the effective configuration on /configz.
+//
 // Flags given on a command line override the file, as the kubelet's do:
 // load the file, set the fields of the flags the user gave (flag.Visit),
 // then validate.
