@@ -156,7 +156,10 @@ func TestApplyParts(t *testing.T) {
 	var seen time.Duration
 	a, err = Apply(nodekit.NewBuilder(), c, Options{Parts: []Part{
 		{Name: "shutdown", Fields: FieldsOf("shutdownGracePeriod shutdownGracePeriodCriticalPods"),
-			Apply: func(_ *nodekit.Builder, c *kc.KubeletConfiguration) error { seen = c.ShutdownGracePeriod.Duration; return nil }},
+			Apply: func(_ *nodekit.Builder, c *kc.KubeletConfiguration) error {
+				seen = c.ShutdownGracePeriod.Duration
+				return nil
+			}},
 		{Name: "cluster", Fields: FieldsOf("nodeStatusUpdateFrequency, nodeStatusReportFrequency")},
 	}})
 	if err != nil {
