@@ -60,6 +60,18 @@ type Config struct {
 	// synced (10s).
 	StatusUpdateFrequency time.Duration
 	MirrorPeriod          time.Duration
+	// StatusReportFrequency is how often an unchanged node status is
+	// still reported (the kubelet's nodeStatusReportFrequency; nodestatus
+	// default 5m). LeaseDurationSeconds is the node lease's duration (the
+	// kubelet's nodeLeaseDurationSeconds; default 40, renewed every
+	// quarter of it).
+	StatusReportFrequency time.Duration
+	LeaseDurationSeconds  int32
+	// MaxPods and PodsPerCore give the node's pods capacity (the kubelet's
+	// maxPods, default 110, and podsPerCore: at most that many pods per
+	// core when positive).
+	MaxPods     int
+	PodsPerCore int
 	// PodWatchMaxBackoff caps the wait before the API server pod source
 	// lists and watches again after a failure, so that pods bound during
 	// or after an outage are seen soon after the API server returns. 0 =
@@ -239,7 +251,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	}
 	setters := nodestatus.SettersConfig{
 		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
-		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
+		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine, MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore},
 		AgentVersion: cfg.AgentVersion,
 		Port:         cfg.ServerPort,
 		ReadyChecks:  checks,
@@ -266,6 +278,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		Sink:            nodeSink,
 		Setters:         append(nodestatus.DefaultSetters(setters), declaredFeatures(cfg.DeclaredFeatures)),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
+		ReportFrequency: cfg.StatusReportFrequency,
 		OnReported:      ips.reported,
 		Recorder:        a.EventRecorder(),
 		Rand:            cfg.Rand,
@@ -285,7 +298,8 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	}
 	out := []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}}
 	if !cfg.NoLease {
-		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName, Rand: cfg.Rand, Logger: cfg.Logger})
+		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName,
+			DurationSeconds: cfg.LeaseDurationSeconds, Rand: cfg.Rand, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

@@ -267,3 +267,41 @@ func TestWireReportsEvictionPressure(t *testing.T) {
 		t.Errorf("DiskPressure %+v, want False", c)
 	}
 }
+
+// MaxPods and PodsPerCore make the node's pods capacity (2 cores × 3 = 6,
+// under maxPods 17); LeaseDurationSeconds is the lease's duration.
+func TestWireNodeCapacityAndLease(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	lg := zap.NewNop()
+	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir())
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
+		Client: client, NodeName: node, Machine: machine, Logger: lg, StatusUpdateFrequency: 50 * time.Millisecond,
+		StatusReportFrequency: time.Second, MaxPods: 17, PodsPerCore: 3, LeaseDurationSeconds: 12,
+	}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	waitUntil(t, 20*time.Second, "pods capacity 6 and a 12 s lease", func() (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods := n.Status.Capacity[v1.ResourcePods]
+		d := l.Spec.LeaseDurationSeconds
+		return pods.Value() == 6 && d != nil && *d == 12, fmt.Sprintf("pods %s, lease %v", pods.String(), d)
+	})
+}
