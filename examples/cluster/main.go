@@ -40,13 +40,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/containermgr/devicemanager"
+	evapiserver "github.com/nodekit/nodekit/events/apiserver"
+	"github.com/nodekit/nodekit/examples/internal/exconfig"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
+	"github.com/nodekit/nodekit/kubeletconfig"
 )
 
 type options struct {
@@ -65,6 +69,11 @@ type options struct {
 	// devicePlugins serves device plugins on <root>/device-plugins.
 	devicePlugins bool
 	api           exserver.Flags
+	// config is --config; given the flags given on the command line; file
+	// the loaded configuration (loadConfig).
+	config string
+	given  exconfig.Given
+	file   *kubeletconfig.File
 }
 
 func main() {
@@ -82,8 +91,10 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
 	flag.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
+	flag.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration, YAML or JSON); the flags given override it")
 	o.api.Register(flag.CommandLine)
 	flag.Parse()
+	o.given = exconfig.GivenFlags(flag.CommandLine)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -94,9 +105,16 @@ func main() {
 }
 
 func mainErr(ctx context.Context, o options) error {
+	if err := o.loadConfig(); err != nil {
+		return err
+	}
 	cfg, err := restConfig(o)
 	if err != nil {
 		return err
+	}
+	if o.file != nil {
+		c := o.file.Config
+		cfg.QPS, cfg.Burst, cfg.ContentType = float32(*c.KubeAPIQPS), int(c.KubeAPIBurst), c.ContentType
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -130,16 +148,36 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	if err != nil {
 		return err
 	}
-	b := nodekit.NewBuilder().WithRootDir(root).WithLogger(log)
-	if o.manifests != "" {
-		b.WithManifestDir(o.manifests)
+	if err := o.loadConfig(); err != nil {
+		return err
 	}
+	b := nodekit.NewBuilder().WithRootDir(root).WithLogger(log)
 	runtimeName := o.endpoint
 	if o.endpoint == "" {
 		b.WithFakeRuntime(strings.Split(o.images, ",")...)
 		runtimeName = "in-memory fake runtime"
-	} else {
+	} else if o.file == nil {
 		b.WithRuntimeEndpoint(o.endpoint)
+	}
+	clusterCfg := clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log}
+	if o.file == nil {
+		if o.manifests != "" {
+			b.WithManifestDir(o.manifests)
+		}
+	} else {
+		applied, err := kubeletconfig.Apply(b, o.file.Config, kubeletconfig.Options{
+			Runtime: o.endpoint != "", Logger: log,
+			Parts: []kubeletconfig.Part{
+				{Name: "server", Fields: kubeletconfig.FieldsOf(exserver.ConfigFields)},
+				{Name: "cluster", Fields: kubeletconfig.FieldsOf(clusterFields), Apply: func(_ *nodekit.Builder, c *kubeletconfigv1beta1.KubeletConfiguration) error {
+					return clusterFromConfig(&clusterCfg, c)
+				}},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("--config %s: %w", o.file.Path, err)
+		}
+		o.api.Configz = applied.Configz
 	}
 	nodeIPs, err := parseNodeIPs(o.nodeIPs)
 	if err != nil {
@@ -162,8 +200,8 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	if err != nil {
 		return err
 	}
-	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log,
-		NodeIPs: nodeIPs, ServerPort: port, DeclaredFeatures: o.api.DeclaredFeatures()}).Build()
+	clusterCfg.NodeIPs, clusterCfg.ServerPort, clusterCfg.DeclaredFeatures = nodeIPs, port, o.api.DeclaredFeatures()
+	agent, err := clusterapiserver.Wire(b, clusterCfg).Build()
 	if err != nil {
 		return err
 	}
@@ -181,6 +219,53 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	err = agent.Run(ctx)
 	<-shown
 	return err
+}
+
+// loadConfig reads --config (once) and makes the flags and the file agree:
+// a flag given on the command line wins, otherwise the file's value is
+// used (exconfig.Given).
+func (o *options) loadConfig() error {
+	if o.config == "" || o.file != nil {
+		return nil
+	}
+	f, err := kubeletconfig.LoadFile(o.config)
+	if err != nil {
+		return err
+	}
+	c := f.Config
+	o.given.String("manifests", &o.manifests, &c.StaticPodPath)
+	// Without a runtime in the file or on the command line, the fake.
+	if f.Given["containerRuntimeEndpoint"] || o.given["runtime-endpoint"] {
+		o.given.String("runtime-endpoint", &o.endpoint, &c.ContainerRuntimeEndpoint)
+	}
+	o.api.FromConfig(c, o.given)
+	o.file = f
+	return nil
+}
+
+// clusterFields are the configuration fields clusterFromConfig maps.
+const clusterFields = "nodeStatusUpdateFrequency nodeStatusReportFrequency nodeLeaseDurationSeconds maxPods podsPerCore " +
+	"registerNode registerWithTaints eventRecordQPS eventBurst kubeAPIQPS kubeAPIBurst contentType"
+
+// clusterFromConfig sets the cluster wiring from a configuration: node
+// status and lease periods, the pods capacity, the taints to register
+// with, the event rate (kubeAPIQPS, kubeAPIBurst and contentType go to the
+// client in mainErr).
+func clusterFromConfig(cfg *clusterapiserver.Config, c *kubeletconfigv1beta1.KubeletConfiguration) error {
+	if c.RegisterNode != nil && !*c.RegisterNode {
+		return fmt.Errorf("%w: registerNode: false: the agent always registers its node", kubeletconfig.ErrCannotHonour)
+	}
+	cfg.StatusUpdateFrequency = c.NodeStatusUpdateFrequency.Duration
+	cfg.StatusReportFrequency = c.NodeStatusReportFrequency.Duration
+	cfg.LeaseDurationSeconds = c.NodeLeaseDurationSeconds
+	cfg.MaxPods, cfg.PodsPerCore = int(c.MaxPods), int(c.PodsPerCore)
+	cfg.Taints = append(cfg.Taints, c.RegisterWithTaints...)
+	qps := float64(*c.EventRecordQPS)
+	if qps == 0 {
+		qps = 1e9 // the kubelet's 0: no limit
+	}
+	cfg.Events = evapiserver.Config{QPS: qps, Burst: int(c.EventBurst)}
+	return nil
 }
 
 // parseNodeIPs reads --node-ip: at most two comma-separated addresses.
