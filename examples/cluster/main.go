@@ -77,34 +77,44 @@ type options struct {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with one cluster (server, certificate-authority) and one token user")
-	flag.StringVar(&o.server, "server", "", "API server URL (instead of --kubeconfig)")
-	flag.StringVar(&o.token, "token", "", "bearer token (with --server)")
-	flag.StringVar(&o.ca, "ca", "", "CA certificate file of the API server (with --server)")
-	flag.StringVar(&o.nodeName, "node-name", "", "node name (required)")
-	flag.StringVar(&o.nodeIPs, "node-ip", "", "IP address of the node, or two comma-separated (one per IP family) for dual-stack: reported as the node's InternalIP(s) and used as every pod's host IP; default: the host's first usable address; 0.0.0.0 or :: only choose the family")
-	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI endpoint (unix:///path); empty: the in-memory fake runtime")
-	flag.StringVar(&o.images, "fake-images", "busybox", "comma-separated images the fake runtime has")
-	flag.StringVar(&o.manifests, "manifests", "", "directory of static pod manifests (optional)")
-	flag.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
-	flag.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
-	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
-	flag.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
-	flag.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration, YAML or JSON); the flags given override it")
-	o.api.Register(flag.CommandLine)
-	flag.Parse()
-	o.given = exconfig.GivenFlags(flag.CommandLine)
-
+	o, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		os.Exit(2) // the flag package printed the error and the usage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := mainErr(ctx, o); err != nil {
+	if err := mainErr(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
 }
 
-func mainErr(ctx context.Context, o options) error {
+// parseFlags defines the flags on fs and parses args.
+func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
+	var o options
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with one cluster (server, certificate-authority) and one token user")
+	fs.StringVar(&o.server, "server", "", "API server URL (instead of --kubeconfig)")
+	fs.StringVar(&o.token, "token", "", "bearer token (with --server)")
+	fs.StringVar(&o.ca, "ca", "", "CA certificate file of the API server (with --server)")
+	fs.StringVar(&o.nodeName, "node-name", "", "node name (required)")
+	fs.StringVar(&o.nodeIPs, "node-ip", "", "IP address of the node, or two comma-separated (one per IP family) for dual-stack: reported as the node's InternalIP(s) and used as every pod's host IP; default: the host's first usable address; 0.0.0.0 or :: only choose the family")
+	fs.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI endpoint (unix:///path); empty: the in-memory fake runtime")
+	fs.StringVar(&o.images, "fake-images", "busybox", "comma-separated images the fake runtime has")
+	fs.StringVar(&o.manifests, "manifests", "", "directory of static pod manifests (optional)")
+	fs.StringVar(&o.root, "root", "", "state directory; default: a new temporary directory, removed at exit")
+	fs.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
+	fs.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
+	fs.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
+	fs.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration, YAML or JSON); the flags given override it")
+	o.api.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.given = exconfig.GivenFlags(fs)
+	return o, nil
+}
+
+func mainErr(ctx context.Context, o options, out io.Writer) error {
 	if err := o.loadConfig(); err != nil {
 		return err
 	}
@@ -120,7 +130,7 @@ func mainErr(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, o, client, os.Stdout)
+	return run(ctx, o, client, out)
 }
 
 // restConfig builds the client configuration from --kubeconfig or from

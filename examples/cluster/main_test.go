@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -186,5 +187,15 @@ registerWithTaints: [{key: example.com/config, value: "yes", effect: NoSchedule}
 	o = options{nodeName: "n1", root: t.TempDir(), images: "busybox", config: config, given: exconfig.Given{}}
 	if err := run(ctx, o, fake.NewClientset(), &out); err == nil || !strings.Contains(err.Error(), config) || !strings.Contains(err.Error(), `unknown field "maxPodz"`) {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--node-name", "n", "--config", "k.yaml", "--port", "0"})
+	if err != nil || o.nodeName != "n" || o.config != "k.yaml" || o.api.Port != 0 || !o.given["port"] || o.given["address"] {
+		t.Errorf("%+v %v", o, err)
+	}
+	if _, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--nope"}); err == nil {
+		t.Error("unknown flag: no error")
 	}
 }
