@@ -72,6 +72,12 @@ type Config struct {
 	// core when positive).
 	MaxPods     int
 	PodsPerCore int
+	// Reservation, when set, is what the node holds back from its
+	// capacity (system- and kube-reserved and the hard eviction
+	// thresholds): the Node's allocatable is capacity minus it, as the
+	// kubelet reports it. kubeletconfig/managers' Built.Reservation gives
+	// the container manager's. Nil: allocatable is the capacity.
+	Reservation func() v1.ResourceList
 	// PodWatchMaxBackoff caps the wait before the API server pod source
 	// lists and watches again after a failure, so that pods bound during
 	// or after an outage are seen soon after the API server returns. 0 =
@@ -250,8 +256,9 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		checks = append(checks, nodestatus.PLEGCheck(p.Healthy))
 	}
 	setters := nodestatus.SettersConfig{
-		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
-		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine, MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore},
+		Address: nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
+		Machine: nodestatus.MachineInfoConfig{Machine: cfg.Machine, MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore,
+			Reservation: cfg.Reservation},
 		AgentVersion: cfg.AgentVersion,
 		Port:         cfg.ServerPort,
 		ReadyChecks:  checks,

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/fake"
@@ -269,7 +270,8 @@ func TestWireReportsEvictionPressure(t *testing.T) {
 }
 
 // MaxPods and PodsPerCore make the node's pods capacity (2 cores × 3 = 6,
-// under maxPods 17); LeaseDurationSeconds is the lease's duration.
+// under maxPods 17); LeaseDurationSeconds is the lease's duration;
+// Reservation is held back from the allocatable memory (4Gi - 1Gi).
 func TestWireNodeCapacityAndLease(t *testing.T) {
 	client := fake.NewClientset()
 	ctx := t.Context()
@@ -278,6 +280,7 @@ func TestWireNodeCapacityAndLease(t *testing.T) {
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
 		Client: client, NodeName: node, Machine: machine, Logger: lg, StatusUpdateFrequency: 50 * time.Millisecond,
 		StatusReportFrequency: time.Second, MaxPods: 17, PodsPerCore: 3, LeaseDurationSeconds: 12,
+		Reservation: func() v1.ResourceList { return v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")} },
 	}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +304,9 @@ func TestWireNodeCapacityAndLease(t *testing.T) {
 			return false, err.Error()
 		}
 		pods := n.Status.Capacity[v1.ResourcePods]
+		mem := n.Status.Allocatable[v1.ResourceMemory]
 		d := l.Spec.LeaseDurationSeconds
-		return pods.Value() == 6 && d != nil && *d == 12, fmt.Sprintf("pods %s, lease %v", pods.String(), d)
+		return pods.Value() == 6 && d != nil && *d == 12 && mem.Value() == 3<<30,
+			fmt.Sprintf("pods %s, lease %v, allocatable memory %s", pods.String(), d, mem.String())
 	})
 }

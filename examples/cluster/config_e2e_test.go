@@ -62,9 +62,11 @@ func freePort(t *testing.T) int {
 // would, with --config: a KubeletConfiguration naming containerd, a static
 // pod directory, maxPods, the node status and lease periods, the API's
 // address, port and client CA. A --port given on the command line wins over
-// the file's. The test checks /configz (the effective configuration, the
-// flag's port in it) and behaviour: the static pod's mirror pod runs in the
-// API server, the Node's pods capacity is maxPods, the lease lasts
+// the file's, and --manage-cgroups honours its cgroup fields. The test
+// checks /configz (the effective configuration, the flag's port in it) and
+// behaviour: the static pod's mirror pod runs in the API server, the Node's
+// pods capacity is maxPods and its allocatable memory the capacity less
+// kubeReserved and the hard eviction threshold, the lease lasts
 // nodeLeaseDurationSeconds, and the node status is reported every
 // nodeStatusUpdateFrequency (3 s, not the default 5 min).
 func TestConfigFileAgainstAPIServer(t *testing.T) {
@@ -134,6 +136,8 @@ containerRuntimeEndpoint: %s
 staticPodPath: manifests
 podLogsDir: %s
 maxPods: 7
+kubeReserved: {memory: 50Mi}
+evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%}
 nodeLeaseDurationSeconds: 17
 nodeStatusUpdateFrequency: 3s
 address: 127.0.0.1
@@ -146,8 +150,8 @@ authentication:
 		t.Fatal(err)
 	}
 	o, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{
-		"--kubeconfig", nodeKC, "--node-name", name, "--node-ip", "127.0.0.1", "--root", filepath.Join(dir, "root"),
-		"--config", config, "--port", strconv.Itoa(flagPort),
+		"--kubeconfig", nodeKC, "--node-name", name, "--root", filepath.Join(dir, "root"),
+		"--config", config, "--port", strconv.Itoa(flagPort), "--manage-cgroups",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +197,11 @@ authentication:
 		}
 		pods := n.Status.Capacity[v1.ResourcePods]
 		d := l.Spec.LeaseDurationSeconds
-		return pods.Value() == 7 && d != nil && *d == 17, fmt.Sprintf("pods %s, lease %v", pods.String(), d)
+		// kubeReserved 50Mi and the 50Mi memory.available threshold are
+		// held back from the allocatable memory (--manage-cgroups).
+		capMem, allocMem := n.Status.Capacity[v1.ResourceMemory], n.Status.Allocatable[v1.ResourceMemory]
+		return pods.Value() == 7 && d != nil && *d == 17 && capMem.Value()-allocMem.Value() == 100<<20,
+			fmt.Sprintf("pods %s, lease %v, memory capacity %s allocatable %s", pods.String(), d, capMem.String(), allocMem.String())
 	})
 	// The node status is reported every 3 s: its Ready heartbeat moves on
 	// well within 15 s (the default report frequency is 5 min).

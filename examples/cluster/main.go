@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -51,6 +52,7 @@ import (
 	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/kubeletconfig"
+	"github.com/nodekit/nodekit/kubeletconfig/managers"
 )
 
 type options struct {
@@ -74,6 +76,9 @@ type options struct {
 	config string
 	given  exconfig.Given
 	file   *kubeletconfig.File
+	// manageCgroups: with --config, the cgroup, resource manager and
+	// eviction fields are honoured (kubeletconfig/managers).
+	manageCgroups bool
 }
 
 func main() {
@@ -105,6 +110,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	fs.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
 	fs.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
+	fs.BoolVar(&o.manageCgroups, "manage-cgroups", false, "with --config: run pods in cgroups with the file's cgroup driver, reservations, CPU and memory manager policies and eviction thresholds (needs root; otherwise those fields are only accepted at their defaults)")
 	fs.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration, YAML or JSON); the flags given override it")
 	o.api.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -175,14 +181,23 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 			b.WithManifestDir(o.manifests)
 		}
 	} else {
+		parts := []kubeletconfig.Part{
+			{Name: "server", Fields: kubeletconfig.FieldsOf(exserver.ConfigFields)},
+			{Name: "cluster", Fields: kubeletconfig.FieldsOf(clusterFields), Apply: func(_ *nodekit.Builder, c *kubeletconfigv1beta1.KubeletConfiguration) error {
+				return clusterFromConfig(&clusterCfg, c)
+			}},
+		}
+		var validate kubeletconfig.ValidateOptions
+		if o.manageCgroups {
+			built := &managers.Built{}
+			parts = append(parts, managers.Part(managers.Options{StateDir: root, Built: built, Logger: log}))
+			clusterCfg.Reservation = built.Reservation
+			// The kubelet's failCgroupV1 and singleProcessOOMKill checks
+			// apply to an agent that manages cgroups.
+			validate.CgroupV1 = !cgroups.IsCgroup2UnifiedMode()
+		}
 		applied, err := kubeletconfig.Apply(b, o.file.Config, kubeletconfig.Options{
-			Runtime: o.endpoint != "", Logger: log,
-			Parts: []kubeletconfig.Part{
-				{Name: "server", Fields: kubeletconfig.FieldsOf(exserver.ConfigFields)},
-				{Name: "cluster", Fields: kubeletconfig.FieldsOf(clusterFields), Apply: func(_ *nodekit.Builder, c *kubeletconfigv1beta1.KubeletConfiguration) error {
-					return clusterFromConfig(&clusterCfg, c)
-				}},
-			},
+			Runtime: o.endpoint != "", Logger: log, Validate: validate, Parts: parts,
 		})
 		if err != nil {
 			return fmt.Errorf("--config %s: %w", o.file.Path, err)

@@ -48,11 +48,41 @@ type Options struct {
 	SysRoot  string
 	Topology *topology.Topology
 	Machine  []memorymanager.NUMANode
-	// Built, when set, gets the eviction parts Build made (the manager is
-	// the node status' pressure source).
-	Built *nodekit.EvictionParts
+	// Built, when set, gets what Part made.
+	Built *Built
 	// Logger for the managers (default: none).
 	Logger *zap.Logger
+}
+
+// Built is what Part made.
+type Built struct {
+	// ContainerManager is the container manager.
+	ContainerManager *containermgr.Manager
+	// Eviction are the eviction parts, filled in by Build (the manager is
+	// the node status' pressure source).
+	Eviction nodekit.EvictionParts
+}
+
+// Reservation is what the node holds back from its capacity (system- and
+// kube-reserved and the hard eviction thresholds), for the Node's
+// allocatable (clusterapiserver.Config.Reservation); nil before Part's
+// Apply ran.
+func (b *Built) Reservation() v1.ResourceList {
+	if b == nil || b.ContainerManager == nil {
+		return nil
+	}
+	capacity, alloc := b.ContainerManager.Capacity(), b.ContainerManager.NodeAllocatable()
+	out := v1.ResourceList{}
+	for name, c := range capacity {
+		a, ok := alloc[name]
+		if !ok {
+			continue
+		}
+		r := c.DeepCopy()
+		r.Sub(a)
+		out[name] = r
+	}
+	return out
 }
 
 // Part maps the cgroup, resource manager and eviction fields of a
@@ -130,6 +160,11 @@ func apply(b *nodekit.Builder, c *kc.KubeletConfiguration, opts Options) error {
 		return fmt.Errorf("container manager: %w", err)
 	}
 	b.WithContainerManager(cm)
+	var evictionBuilt *nodekit.EvictionParts
+	if opts.Built != nil {
+		opts.Built.ContainerManager = cm
+		evictionBuilt = &opts.Built.Eviction
+	}
 
 	if c.CPUManagerPolicy == cpumanager.PolicyStatic {
 		m, err := cpuManager(c, opts, kubeRes, sysRes)
@@ -163,7 +198,7 @@ func apply(b *nodekit.Builder, c *kc.KubeletConfiguration, opts Options) error {
 		Thresholds: thresholds, DisableLocalStorageCapacityIsolation: !*c.LocalStorageCapacityIsolation,
 		PressureTransitionPeriod: c.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriodSeconds: int64(c.EvictionMaxPodGracePeriod),
-	}, nodekit.EvictionOptions{ImageGC: gc, MemcgNotifier: c.KernelMemcgNotification, Built: opts.Built})
+	}, nodekit.EvictionOptions{ImageGC: gc, MemcgNotifier: c.KernelMemcgNotification, Built: evictionBuilt})
 	return errors.Join(errs...)
 }
 

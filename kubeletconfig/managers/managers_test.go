@@ -70,7 +70,7 @@ imageGCHighThresholdPercent: 90
 	if err := os.Mkdir(cgroups, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var built nodekit.EvictionParts
+	var built Built
 	b := nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime("busybox:1").WithRootDir(filepath.Join(dir, "root")).WithLogger(zap.NewNop())
 	applied, err := kubeletconfig.Apply(b, c, kubeletconfig.Options{Parts: []kubeletconfig.Part{Part(Options{
 		StateDir: filepath.Join(dir, "state"), CgroupFS: cgroups, CgroupVersion: containermgr.V2, Topology: topo, Built: &built,
@@ -123,8 +123,11 @@ imageGCHighThresholdPercent: 90
 	if set := cst.GetStatus().GetResources().GetLinux().GetCpusetCpus(); set == "" || strings.Contains(set, "0") {
 		t.Errorf("container cpuset %q: want two exclusive CPUs, not the reserved 0", set)
 	}
-	if built.Manager == nil || a.Eviction() == nil {
+	if built.Eviction.Manager == nil || a.Eviction() == nil {
 		t.Error("no eviction manager")
+	}
+	if r := built.Reservation()[v1.ResourceMemory]; r.Value() != 200<<20 {
+		t.Errorf("memory reservation %s, want 200Mi (100Mi reserved + 100Mi threshold)", r.String())
 	}
 }
 
