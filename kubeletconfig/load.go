@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	kc "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -113,8 +113,14 @@ func decode(data []byte) (*kc.KubeletConfiguration, map[string]bool, error) {
 	if err := kc.AddToScheme(scheme); err != nil {
 		return nil, nil, fmt.Errorf("kubeletconfig: scheme: %w", err)
 	}
-	codecs := serializer.NewCodecFactory(scheme, serializer.EnableStrict)
-	obj, _, err := codecs.UniversalDeserializer().Decode(data, nil, &kc.KubeletConfiguration{})
+	// apimachinery's JSON or YAML serializer in strict mode, chosen as its
+	// recognizer would, without the codec factory's other serializers
+	// (protobuf, CBOR, versioning), which a binary that only reads this
+	// file need not link.
+	isJSON := bytes.HasPrefix(bytes.TrimSpace(data), []byte("{"))
+	strict := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme,
+		kjson.SerializerOptions{Yaml: !isJSON, Strict: true})
+	obj, _, err := strict.Decode(data, nil, &kc.KubeletConfiguration{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s", ErrDecode, strictMessage(err))
 	}
