@@ -4,10 +4,7 @@ import (
 	"context"
 	"flag"
 
-	kc "k8s.io/kubelet/config/v1beta1"
-
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/examples/internal/exconfig"
 	"github.com/nodekit/nodekit/server/healthz"
 )
 
@@ -27,34 +24,6 @@ type apiFlags struct {
 	tlsKeyFile     string
 	// configz serves /configz (with --config and the full API).
 	configz func() (any, error)
-}
-
-// apiConfigFields are the configuration fields fromConfig takes.
-const apiConfigFields = "enableServer address port healthzPort healthzBindAddress tlsCertFile tlsPrivateKeyFile authentication"
-
-// fromConfig makes the API flags and c agree, the flags given winning.
-// The HTTPS API stays off (standalone's default) unless the file sets port
-// (and not enableServer: false) or --port is given.
-func (f *apiFlags) fromConfig(c *kc.KubeletConfiguration, g exconfig.Given, inFile map[string]bool) {
-	g.String("healthz-bind-address", &f.healthzAddress, &c.HealthzBindAddress)
-	if c.HealthzPort == nil {
-		c.HealthzPort = new(int32)
-	}
-	g.Int("healthz-port", &f.healthzPort, c.HealthzPort)
-	serve := inFile["port"] && (c.EnableServer == nil || *c.EnableServer)
-	if g["port"] || serve {
-		g.Int("port", &f.port, &c.Port)
-	}
-	if !g["port"] && !serve {
-		f.port = 0
-		off := false
-		c.EnableServer = &off
-	}
-	g.String("address", &f.address, &c.Address)
-	g.String("client-ca-file", &f.clientCAFile, &c.Authentication.X509.ClientCAFile)
-	g.Bool("anonymous-auth", &f.anonymous, &c.Authentication.Anonymous.Enabled)
-	g.String("tls-cert-file", &f.tlsCertFile, &c.TLSCertFile)
-	g.String("tls-private-key-file", &f.tlsKeyFile, &c.TLSPrivateKeyFile)
 }
 
 func (f *apiFlags) register(fs *flag.FlagSet) {

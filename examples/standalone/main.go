@@ -11,8 +11,8 @@
 //
 //	go run ./examples/standalone --runtime-endpoint unix:///run/containerd/containerd.sock --manifests /etc/nodekit/manifests
 //
-// --config FILE reads a kubelet configuration file (KubeletConfiguration):
-// see the help text.
+// --config FILE reads a kubelet configuration file (KubeletConfiguration)
+// in a binary built with -tags kubeletconfig: see the help text.
 package main
 
 import (
@@ -42,7 +42,6 @@ import (
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/examples/internal/exconfig"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
-	"github.com/nodekit/nodekit/kubeletconfig"
 	"github.com/nodekit/nodekit/pleg"
 )
 
@@ -66,8 +65,9 @@ It serves /healthz on 127.0.0.1:10248 (--healthz-port) and, with --port, the
 kubelet's HTTPS API (pods, container logs, exec, attach, port-forward) to
 clients with a certificate of --client-ca-file.
 
---config FILE reads a kubelet configuration file (kubelet.config.k8s.io/v1beta1
-KubeletConfiguration, YAML or JSON) as the kubelet does: staticPodPath,
+--config FILE (in a binary built with -tags kubeletconfig) reads a kubelet
+configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration, YAML or
+JSON) as the kubelet does: staticPodPath,
 staticPodURL(+Header), containerRuntimeEndpoint, the health port, maxPods,
 syncFrequency, fileCheckFrequency, image pull serialization and the rest package
 kubeletconfig maps; a flag given on the command line wins over the file. The
@@ -146,7 +146,7 @@ func main() {
 	flag.StringVar(&o.manifestURL, "manifest-url", "", "also run the static pods served at this URL (a Pod or PodList, YAML or JSON), fetched every 20 s, as the kubelet's --manifest-url")
 	flag.Var(&o.manifestURLHeaders, "manifest-url-header", "a 'Name:value' HTTP header sent with every --manifest-url request (repeatable), as the kubelet's")
 	flag.StringVar(&o.pushAddr, "push-addr", "", "also take static pods pushed over HTTP on this address (e.g. 127.0.0.1:10260): POST a Pod or PodList, DELETE /<namespace>/<name>, GET the list. No authentication: keep it on loopback")
-	flag.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration); the flags given override it")
+	flag.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration); the flags given override it (a binary built with -tags kubeletconfig)")
 	o.api.register(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
@@ -206,9 +206,7 @@ func run(ctx context.Context, o options) error {
 		if err := copyShipped(o.manifests); err != nil {
 			return err
 		}
-		if file != nil {
-			file.Config.StaticPodPath = o.manifests
-		}
+		file.setStaticPodPath(o.manifests)
 	}
 	if o.nodeName == "" {
 		h, err := os.Hostname()
@@ -278,15 +276,8 @@ func run(ctx context.Context, o options) error {
 			b.WithContainerdEvents("")
 		}
 	}
-	if file != nil {
-		applied, err := kubeletconfig.Apply(b, file.Config, kubeletconfig.Options{
-			Runtime: o.endpoint != "", Logger: log,
-			Parts: []kubeletconfig.Part{{Name: "server", Fields: kubeletconfig.FieldsOf(apiConfigFields)}},
-		})
-		if err != nil {
-			return fmt.Errorf("--config %s: %w", file.Path, err)
-		}
-		o.api.configz = applied.Configz
+	if err := file.apply(b, &o, log); err != nil {
+		return err
 	}
 	if err := o.api.wire(b, o.nodeName, root); err != nil {
 		return err
@@ -316,34 +307,6 @@ func run(ctx context.Context, o options) error {
 		fmt.Println("\nagent stopped; containers on a real runtime keep running")
 	}
 	return err
-}
-
-// loadConfig reads --config (nil without it) and makes the flags and the
-// file agree, a flag given on the command line winning. Without podLogsDir
-// in the file, container logs stay under root (the kubelet's /var/log/pods
-// needs root).
-func loadConfig(o *options, root string) (*kubeletconfig.File, error) {
-	if o.config == "" {
-		return nil, nil
-	}
-	f, err := kubeletconfig.LoadFile(o.config)
-	if err != nil {
-		return nil, err
-	}
-	c, g := f.Config, o.given
-	g.String("manifests", &o.manifests, &c.StaticPodPath)
-	g.String("manifest-url", &o.manifestURL, &c.StaticPodURL)
-	if g["manifest-url-header"] {
-		c.StaticPodURLHeader = map[string][]string(o.manifestURLHeaders.h.Clone())
-	}
-	if f.Given["containerRuntimeEndpoint"] || g["runtime-endpoint"] {
-		g.String("runtime-endpoint", &o.endpoint, &c.ContainerRuntimeEndpoint)
-	}
-	if !f.Given["podLogsDir"] {
-		c.PodLogsDir = filepath.Join(root, "pod-logs")
-	}
-	o.api.fromConfig(c, g, f.Given)
-	return f, nil
 }
 
 // applyMaxProcs sets GOMAXPROCS to n when n > 0; 0 leaves Go's default.
