@@ -39,6 +39,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/containerdwire"
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/examples/internal/exconfig"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
@@ -273,7 +274,7 @@ func run(ctx context.Context, o options) error {
 			b.WithRuntimeEndpoint(o.endpoint)
 		}
 		if o.containerdEvents {
-			b.WithContainerdEvents("")
+			containerdwire.Events(b, "", nil)
 		}
 	}
 	if err := file.apply(b, &o, log); err != nil {

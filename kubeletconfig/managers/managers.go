@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/memorymanager"
 	"github.com/nodekit/nodekit/containermgr/topology"
@@ -89,16 +90,16 @@ func (b *Built) Reservation() v1.ResourceList {
 // configuration (Fields) to the parts that honour them, for an agent that
 // runs its pods in cgroups on this host:
 //
-//   - a container manager (WithContainerManager): cgroupDriver,
+//   - a container manager (cmwire.ContainerManager): cgroupDriver,
 //     cgroupsPerQOS, kubeReserved and systemReserved (held back from
 //     allocatable and, with "pods" in enforceNodeAllocatable, from the pods
 //     cgroup), the hard eviction thresholds held back from allocatable,
 //     podPidsLimit, cpuCFSQuota and cpuCFSQuotaPeriod;
-//   - with cpuManagerPolicy static a CPU manager (WithCPUManager):
+//   - with cpuManagerPolicy static a CPU manager (cmwire.CPUManager):
 //     reservedSystemCPUs (or the CPUs kubeReserved and systemReserved
 //     hold), cpuManagerReconcilePeriod;
 //   - with memoryManagerPolicy Static a memory manager
-//     (WithMemoryManager): reservedMemory;
+//     (cmwire.MemoryManager): reservedMemory;
 //   - node-pressure eviction with image GC (WithEvictionOptions): the
 //     eviction thresholds, grace periods and minimum reclaims, the pressure
 //     transition period, evictionMaxPodGracePeriod,
@@ -159,7 +160,7 @@ func apply(b *nodekit.Builder, c *kc.KubeletConfiguration, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("container manager: %w", err)
 	}
-	b.WithContainerManager(cm)
+	cmwire.ContainerManager(b, cm)
 	var evictionBuilt *nodekit.EvictionParts
 	if opts.Built != nil {
 		opts.Built.ContainerManager = cm
@@ -171,7 +172,7 @@ func apply(b *nodekit.Builder, c *kc.KubeletConfiguration, opts Options) error {
 		if err != nil {
 			errs = append(errs, err)
 		} else {
-			b.WithCPUManager(m)
+			cmwire.CPUManager(b, m)
 		}
 	} else if c.CPUManagerPolicy != cpumanager.PolicyNone {
 		errs = append(errs, cannot("cpuManagerPolicy", "%q", c.CPUManagerPolicy))
@@ -181,7 +182,7 @@ func apply(b *nodekit.Builder, c *kc.KubeletConfiguration, opts Options) error {
 		if err != nil {
 			errs = append(errs, err)
 		} else {
-			b.WithMemoryManager(m)
+			cmwire.MemoryManager(b, m)
 		}
 	} else if c.MemoryManagerPolicy != memorymanager.PolicyNone {
 		errs = append(errs, cannot("memoryManagerPolicy", "%q", c.MemoryManagerPolicy))
