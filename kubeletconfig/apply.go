@@ -39,6 +39,19 @@ type Part struct {
 	Apply func(b *nodekit.Builder, c *kc.KubeletConfiguration) error
 }
 
+// The fields of the parts nodekit wires outside this package, for their
+// Parts. Graceful node shutdown and certificate rotation are wired by their
+// own packages: a program that has them adds a Part with these fields and
+// an Apply that configures them from the file; without such a Part, a
+// non-default value of these fields is named in the warning.
+const (
+	// ShutdownFields: graceful node shutdown (its grace periods).
+	ShutdownFields = "shutdownGracePeriod shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority"
+	// CertificateFields: client certificate rotation and serving
+	// certificates through CSRs.
+	CertificateFields = "rotateCertificates serverTLSBootstrap"
+)
+
 // Options says what the agent has beyond what Apply maps itself.
 type Options struct {
 	// Validate are the host facts for Validate.

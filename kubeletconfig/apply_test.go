@@ -155,7 +155,7 @@ func TestApplyParts(t *testing.T) {
 	}
 	var seen time.Duration
 	a, err = Apply(nodekit.NewBuilder(), c, Options{Parts: []Part{
-		{Name: "shutdown", Fields: FieldsOf("shutdownGracePeriod shutdownGracePeriodCriticalPods"),
+		{Name: "shutdown", Fields: FieldsOf(ShutdownFields),
 			Apply: func(_ *nodekit.Builder, c *kc.KubeletConfiguration) error {
 				seen = c.ShutdownGracePeriod.Duration
 				return nil
