@@ -23,6 +23,7 @@ type apiFlags struct {
 	tlsCertFile    string
 	tlsKeyFile     string
 	// configz serves /configz (with --config and the full API).
+	//lint:ignore U1000 set with -tags kubeletconfig and read with -tags nodeapi
 	configz func() (any, error)
 }
 
