@@ -60,6 +60,24 @@ type Config struct {
 	// synced (10s).
 	StatusUpdateFrequency time.Duration
 	MirrorPeriod          time.Duration
+	// StatusReportFrequency is how often an unchanged node status is
+	// still reported (the kubelet's nodeStatusReportFrequency; nodestatus
+	// default 5m). LeaseDurationSeconds is the node lease's duration (the
+	// kubelet's nodeLeaseDurationSeconds; default 40, renewed every
+	// quarter of it).
+	StatusReportFrequency time.Duration
+	LeaseDurationSeconds  int32
+	// MaxPods and PodsPerCore give the node's pods capacity (the kubelet's
+	// maxPods, default 110, and podsPerCore: at most that many pods per
+	// core when positive).
+	MaxPods     int
+	PodsPerCore int
+	// Reservation, when set, is what the node holds back from its
+	// capacity (system- and kube-reserved and the hard eviction
+	// thresholds): the Node's allocatable is capacity minus it, as the
+	// kubelet reports it. kubeletconfig/managers' Built.Reservation gives
+	// the container manager's. Nil: allocatable is the capacity.
+	Reservation func() v1.ResourceList
 	// PodWatchMaxBackoff caps the wait before the API server pod source
 	// lists and watches again after a failure, so that pods bound during
 	// or after an outage are seen soon after the API server returns. 0 =
@@ -240,8 +258,9 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	// The Builder's WithNodeReadyCheck checks (the node shutdown's).
 	checks = append(checks, a.NodeReadyChecks()...)
 	setters := nodestatus.SettersConfig{
-		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
-		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
+		Address: nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
+		Machine: nodestatus.MachineInfoConfig{Machine: cfg.Machine, MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore,
+			Reservation: cfg.Reservation},
 		AgentVersion: cfg.AgentVersion,
 		Port:         cfg.ServerPort,
 		ReadyChecks:  checks,
@@ -268,6 +287,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		Sink:            nodeSink,
 		Setters:         append(nodestatus.DefaultSetters(setters), declaredFeatures(cfg.DeclaredFeatures)),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
+		ReportFrequency: cfg.StatusReportFrequency,
 		OnReported:      ips.reported,
 		UpdateNow:       a.NodeStatusUpdateRequests(),
 		Recorder:        a.EventRecorder(),
@@ -288,7 +308,8 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	}
 	out := []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}}
 	if !cfg.NoLease {
-		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName, Rand: cfg.Rand, Logger: cfg.Logger})
+		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName,
+			DurationSeconds: cfg.LeaseDurationSeconds, Rand: cfg.Rand, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

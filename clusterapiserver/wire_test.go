@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/fake"
@@ -316,5 +317,47 @@ func TestWireNodeReadyCheckAndUpdateNow(t *testing.T) {
 	waitUntil(t, 3*time.Second, "node NotReady at once", func() (bool, string) {
 		c, _ := ready()
 		return c.Status == v1.ConditionFalse && c.Reason == "KubeletNotReady" && c.Message == "node is shutting down", c.Message
+	})
+}
+
+// MaxPods and PodsPerCore make the node's pods capacity (2 cores × 3 = 6,
+// under maxPods 17); LeaseDurationSeconds is the lease's duration;
+// Reservation is held back from the allocatable memory (4Gi - 1Gi).
+func TestWireNodeCapacityAndLease(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	lg := zap.NewNop()
+	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir())
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
+		Client: client, NodeName: node, Machine: machine, Logger: lg, StatusUpdateFrequency: 50 * time.Millisecond,
+		StatusReportFrequency: time.Second, MaxPods: 17, PodsPerCore: 3, LeaseDurationSeconds: 12,
+		Reservation: func() v1.ResourceList { return v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")} },
+	}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	waitUntil(t, 20*time.Second, "pods capacity 6 and a 12 s lease", func() (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods := n.Status.Capacity[v1.ResourcePods]
+		mem := n.Status.Allocatable[v1.ResourceMemory]
+		d := l.Spec.LeaseDurationSeconds
+		return pods.Value() == 6 && d != nil && *d == 12 && mem.Value() == 3<<30,
+			fmt.Sprintf("pods %s, lease %v, allocatable memory %s", pods.String(), d, mem.String())
 	})
 }

@@ -38,11 +38,12 @@ func (f *Flags) StopSignals() []os.Signal {
 	return []os.Signal{os.Interrupt, syscall.SIGTERM}
 }
 
-// Wire wires the graceful shutdown into b when a grace period is given (a
-// nil Handle when not): cfg with the flags' grace periods (cfg may bring
-// watchers, e.g. logind's, a logger and WaitForUnmount).
+// Wire wires the graceful shutdown into b when a grace period is given, by
+// the flags or by cfg's priority groups (a nil Handle when not): cfg with
+// the flags' grace periods (cfg may bring watchers, e.g. logind's, a
+// logger and WaitForUnmount).
 func (f *Flags) Wire(b *nodekit.Builder, cfg agentshutdown.Config) (*agentshutdown.Handle, error) {
-	if f.GracePeriod == 0 && f.GracePeriodCriticalPods == 0 {
+	if f.GracePeriod == 0 && f.GracePeriodCriticalPods == 0 && len(cfg.Shutdown.GracePeriodByPodPriority) == 0 {
 		if f.OnSIGTERM {
 			return nil, errors.New("--shutdown-on-sigterm needs --shutdown-grace-period")
 		}
