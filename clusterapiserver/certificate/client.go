@@ -87,13 +87,15 @@ type Client struct {
 	cfg  ClientConfig
 	once lifecycle.Once
 
-	mu        sync.Mutex
-	done      bool
-	mgr       cgcert.Manager
-	rot       *rotator
-	dialer    *connrotation.Dialer
-	restCfg   *rest.Config
-	bootstrap *rest.Config
+	mu     sync.Mutex
+	done   bool
+	mgr    cgcert.Manager
+	rot    *rotator
+	dialer *connrotation.Dialer
+	// bootDialer makes the bootstrap credential's connections.
+	bootDialer *connrotation.Dialer
+	restCfg    *rest.Config
+	bootstrap  *rest.Config
 	// dial is the dialer's underlying dial (tests replace it).
 	dial connrotation.DialFunc
 }
@@ -160,6 +162,10 @@ func (c *Client) Bootstrap(ctx context.Context) (*rest.Config, error) {
 		if bootCfg, err = loadKubeconfig(c.cfg.BootstrapKubeconfig); err != nil {
 			return nil, fmt.Errorf("certificate: bootstrap kubeconfig: %w", err)
 		}
+		// Its own connections (not client-go's shared transports), closed
+		// once it is done with.
+		c.bootDialer = connrotation.NewDialer(c.dial)
+		bootCfg.Dial = c.bootDialer.DialContext
 		c.bootstrap = bootCfg
 	}
 	valid, why := c.kubeconfigValid()
@@ -256,6 +262,9 @@ func (c *Client) requestClientCert(ctx context.Context, bootCfg *rest.Config) er
 	if err != nil {
 		return fmt.Errorf("certificate: bootstrap client: %w", err)
 	}
+	// The bootstrap credential is done with after this: none of its
+	// connections is kept (a watch's included).
+	defer c.bootDialer.CloseAll()
 	store, err := c.store("", "")
 	if err != nil {
 		return err
@@ -386,14 +395,16 @@ func (c *Client) Current() *tls.Certificate {
 }
 
 // CloseConnections closes every connection of the rotating rest config
-// (nothing without Rotate): after the agent stopped, so that no idle
-// connection outlives it.
+// (nothing without Rotate) and of the bootstrap credential: after the
+// agent stopped, so that no idle connection outlives it.
 func (c *Client) CloseConnections() {
 	c.mu.Lock()
-	d := c.dialer
+	d, b := c.dialer, c.bootDialer
 	c.mu.Unlock()
-	if d != nil {
-		d.CloseAll()
+	for _, x := range []*connrotation.Dialer{d, b} {
+		if x != nil {
+			x.CloseAll()
+		}
 	}
 }
 
