@@ -21,6 +21,17 @@
 // (default a self-signed pair kept in <root>/pki), and /healthz on
 // 127.0.0.1:--healthz-port (10248). The API server reaches it at the node's
 // address: --node-ip.
+//
+// TLS bootstrap and rotation as the kubelet's flags do them:
+// --bootstrap-kubeconfig (a bootstrap token) asks for the node's client
+// certificate with a CSR when --kubeconfig holds no valid one, waits until
+// it is issued and writes --kubeconfig (default <cert-dir>/kubelet.kubeconfig);
+// --rotate-certificates renews it; --rotate-server-certificates gets the
+// HTTPS API's certificate through kubelet-serving CSRs; --cert-dir
+// (default <root>/pki) keeps the pairs:
+//
+//	go run ./examples/cluster --bootstrap-kubeconfig bootstrap.kubeconfig --cert-dir /var/lib/nodekit/pki \
+//	    --rotate-certificates --rotate-server-certificates --node-name node-1 --root /var/lib/nodekit
 package main
 
 import (
@@ -43,7 +54,9 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/clusterapiserver/certificate"
 	"github.com/nodekit/nodekit/containermgr/devicemanager"
+	"github.com/nodekit/nodekit/examples/internal/excerts"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
@@ -65,6 +78,9 @@ type options struct {
 	// devicePlugins serves device plugins on <root>/device-plugins.
 	devicePlugins bool
 	api           exserver.Flags
+	certs         excerts.Flags
+	// certClient renews the client certificate (--rotate-certificates).
+	certClient *certificate.Client
 }
 
 func main() {
@@ -83,6 +99,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
 	flag.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
 	o.api.Register(flag.CommandLine)
+	o.certs.Register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -94,7 +111,25 @@ func main() {
 }
 
 func mainErr(ctx context.Context, o options) error {
-	cfg, err := restConfig(o)
+	var cfg *rest.Config
+	var err error
+	if o.certs.Enabled() {
+		// The kubelet's TLS bootstrap: --kubeconfig is the node's own,
+		// written from --bootstrap-kubeconfig when it holds no valid client
+		// certificate.
+		if o.nodeName == "" {
+			return errors.New("--node-name is required")
+		}
+		if o.server != "" || o.token != "" {
+			return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+		}
+		cfg, o.certClient, err = o.certs.Client(ctx, o.kubeconfig, o.nodeName, o.root, exlog.New(o.verbose))
+		if err == nil {
+			defer o.certClient.CloseConnections()
+		}
+	} else {
+		cfg, err = restConfig(o)
+	}
 	if err != nil {
 		return err
 	}
@@ -158,6 +193,12 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	}
 	reg := prometheus.NewRegistry()
 	b.WithRegisterer(reg)
+	if o.certClient != nil && o.certs.Rotate {
+		b.WithPart("client certificate", o.certClient.Run)
+	}
+	if o.api.GetCertificate, err = o.certs.Serving(b, client, o.nodeName, root, nodeIPs, log); err != nil {
+		return err
+	}
 	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
 	if err != nil {
 		return err
