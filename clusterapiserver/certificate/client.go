@@ -86,6 +86,9 @@ type ClientConfig struct {
 type Client struct {
 	cfg  ClientConfig
 	once lifecycle.Once
+	// bootMu makes Bootstrap calls one at a time; mu guards the fields
+	// below.
+	bootMu sync.Mutex
 
 	mu     sync.Mutex
 	done   bool
@@ -148,10 +151,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // config presents the manager's current certificate on every new
 // connection. Bootstrap succeeds at most once.
 func (c *Client) Bootstrap(ctx context.Context) (*rest.Config, error) {
+	c.bootMu.Lock()
+	defer c.bootMu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
-		return rest.CopyConfig(c.restCfg), nil
+	done, restCfg := c.done, c.restCfg
+	c.mu.Unlock()
+	if done {
+		return rest.CopyConfig(restCfg), nil
 	}
 	if err := ensureDir(c.cfg.CertDir); err != nil {
 		return nil, err
@@ -164,9 +170,11 @@ func (c *Client) Bootstrap(ctx context.Context) (*rest.Config, error) {
 		}
 		// Its own connections (not client-go's shared transports), closed
 		// once it is done with.
-		c.bootDialer = connrotation.NewDialer(c.dial)
-		bootCfg.Dial = c.bootDialer.DialContext
-		c.bootstrap = bootCfg
+		bootDialer := connrotation.NewDialer(c.dial)
+		bootCfg.Dial = bootDialer.DialContext
+		c.mu.Lock()
+		c.bootstrap, c.bootDialer = bootCfg, bootDialer
+		c.mu.Unlock()
 	}
 	valid, why := c.kubeconfigValid()
 	switch {
@@ -187,7 +195,9 @@ func (c *Client) Bootstrap(ctx context.Context) (*rest.Config, error) {
 			return nil, err
 		}
 	}
+	c.mu.Lock()
 	c.restCfg, c.done = userCfg, true
+	c.mu.Unlock()
 	return rest.CopyConfig(userCfg), nil
 }
 
@@ -264,7 +274,9 @@ func (c *Client) requestClientCert(ctx context.Context, bootCfg *rest.Config) er
 	}
 	// The bootstrap credential is done with after this: none of its
 	// connections is kept (a watch's included).
+	c.mu.Lock()
 	defer c.bootDialer.CloseAll()
+	c.mu.Unlock()
 	store, err := c.store("", "")
 	if err != nil {
 		return err
@@ -331,8 +343,14 @@ func (c *Client) startRotation(ctx context.Context, userCfg *rest.Config) (*rest
 		// A CSR is asked for with the current certificate, or with the
 		// bootstrap credential when there is none (or it expired).
 		ClientsetFn: func(current *tls.Certificate) (kubernetes.Interface, error) {
-			if current == nil && c.bootstrap != nil {
-				return c.cfg.NewClientset(c.bootstrap)
+			c.mu.Lock()
+			boot, bootDialer := c.bootstrap, c.bootDialer
+			c.mu.Unlock()
+			if current == nil && boot != nil {
+				// The last try's connections go first: each try makes
+				// a client of its own.
+				bootDialer.CloseAll()
+				return c.cfg.NewClientset(boot)
 			}
 			return c.cfg.NewClientset(rest.CopyConfig(rotating))
 		},
@@ -345,7 +363,9 @@ func (c *Client) startRotation(ctx context.Context, userCfg *rest.Config) (*rest
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
 	c.mgr, c.rot, c.dialer = mgr, rot, dialer
+	c.mu.Unlock()
 	return rotating, nil
 }
 

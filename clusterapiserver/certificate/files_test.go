@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	testclock "k8s.io/utils/clock/testing"
@@ -114,11 +115,11 @@ func TestDeadlineWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := r.deadline().Sub(start)
+		d := r.deadline(fc.Now()).Sub(start)
 		if d < 700*time.Hour || d > 900*time.Hour {
 			t.Fatalf("deadline at %v of 1000h", d)
 		}
-		if again := r.deadline().Sub(start); again != d {
+		if again := r.deadline(fc.Now()).Sub(start); again != d {
 			t.Fatalf("deadline drawn again: %v then %v", d, again)
 		}
 		lo, hi = min(lo, d), max(hi, d)
@@ -131,12 +132,49 @@ func TestDeadlineWindow(t *testing.T) {
 	r, _ := newRotator(fixedManager{&tls.Certificate{Leaf: leaf}}, func() *x509.CertificateRequest {
 		return ServingTemplate("n", []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}})
 	}, fc, rng.Float64, nil, nil)
-	if got := r.deadline(); !got.Equal(fc.Now()) {
+	if got := r.deadline(fc.Now()); !got.Equal(fc.Now()) {
 		t.Errorf("deadline %v for a certificate lacking an address, want now %v", got, fc.Now())
 	}
 	// No certificate: now.
 	r, _ = newRotator(fixedManager{}, func() *x509.CertificateRequest { return ClientTemplate("n") }, fc, rng.Float64, nil, nil)
-	if got := r.deadline(); !got.Equal(fc.Now()) {
+	if got := r.deadline(fc.Now()); !got.Equal(fc.Now()) {
 		t.Errorf("deadline %v without a certificate, want now", got)
+	}
+}
+
+// tickingClock moves on at every reading, as a real clock does.
+type tickingClock struct{ *testclock.FakeClock }
+
+func (c tickingClock) Now() time.Time {
+	c.FakeClock.Step(time.Microsecond)
+	return c.FakeClock.Now()
+}
+
+type countingManager struct {
+	fixedManager
+	rotations *int
+}
+
+func (m countingManager) RotateCerts() (bool, error) {
+	*m.rotations++
+	return false, nil
+}
+
+// TestStepRenewsWhenDueOnAMovingClock: a certificate due now is renewed
+// even though the clock moved between two readings (a step that compared
+// two readings would never renew, and Run would spin).
+func TestStepRenewsWhenDueOnAMovingClock(t *testing.T) {
+	var n int
+	clk := tickingClock{testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
+	r, err := newRotator(countingManager{rotations: &n}, func() *x509.CertificateRequest { return ClientTemplate("n") }, clk, rand.Float64, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.step()
+	if n != 1 {
+		t.Fatalf("%d renewals of a missing certificate, want 1", n)
+	}
+	if d := r.next(); d != RetryMin {
+		t.Errorf("next try after a failure in %v, want %v", d, RetryMin)
 	}
 }

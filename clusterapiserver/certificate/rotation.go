@@ -66,8 +66,7 @@ func newRotator(mgr cgcert.Manager, template func() *x509.CertificateRequest, cl
 // there is none (or it expired) or it does not satisfy the template, else
 // at a random point of RotationMin-RotationMax of its lifetime, drawn once
 // per certificate.
-func (r *rotator) deadline() time.Time {
-	now := r.clock.Now()
+func (r *rotator) deadline(now time.Time) time.Time {
 	cur := r.mgr.Current()
 	if cur == nil || cur.Leaf == nil || !satisfies(cur.Leaf, r.template()) {
 		return now
@@ -126,13 +125,14 @@ func (r *rotator) next() time.Duration {
 		d := RetryMin << min(failures-1, 4)
 		return min(d, RetryMax)
 	}
-	return min(r.deadline().Sub(r.clock.Now()), TemplateCheckPeriod)
+	now := r.clock.Now()
+	return min(r.deadline(now).Sub(now), TemplateCheckPeriod)
 }
 
 // step renews the certificate when its deadline has come. The manager logs
 // why a renewal failed; step counts failures for the retry back-off.
 func (r *rotator) step() {
-	if r.clock.Now().Before(r.deadline()) {
+	if now := r.clock.Now(); now.Before(r.deadline(now)) {
 		return
 	}
 	if r.template() == nil {
