@@ -21,6 +21,8 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/clusterapiserver/certificate"
+	"github.com/nodekit/nodekit/examples/internal/excerts"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
@@ -55,6 +57,9 @@ type options struct {
 	quiet       bool
 	nodeIPs     string
 	api         exserver.Flags
+	certs       excerts.Flags
+	// certClient renews the client certificate (--rotate-certificates).
+	certClient *certificate.Client
 }
 
 func main() {
@@ -74,6 +79,7 @@ func main() {
 	flag.BoolVar(&o.quiet, "q", false, "no pod table")
 	flag.StringVar(&o.nodeIPs, "node-ip", "", "comma-separated node addresses (at most one per family; the API server reaches the agent's API there); default: the host's")
 	o.api.Register(flag.CommandLine)
+	o.certs.Register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -85,7 +91,27 @@ func main() {
 }
 
 func mainErr(ctx context.Context, o options) error {
-	cfg, err := restConfig(o)
+	var cfg *rest.Config
+	var err error
+	if o.certs.Enabled() {
+		// The kubelet's TLS bootstrap (it waits for the API server only
+		// when there is no valid client certificate); --cert-dir defaults
+		// to <state-dir>/pki.
+		if o.nodeName == "" {
+			return errors.New("--node-name is required")
+		}
+		if o.server != "" || o.token != "" {
+			return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+		}
+		cfg, o.certClient, err = o.certs.Client(ctx, o.kubeconfig, o.nodeName, o.stateDir, exlog.New(o.verbose))
+		if err == nil {
+			defer o.certClient.CloseConnections()
+			cfg.Timeout = 10 * time.Second
+			cfg.QPS, cfg.Burst = 20, 40
+		}
+	} else {
+		cfg, err = restConfig(o)
+	}
 	if err != nil {
 		return err
 	}
@@ -224,6 +250,12 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 	}
 	reg := prometheus.NewRegistry()
 	b.WithRegisterer(reg)
+	if o.certClient != nil && o.certs.Rotate {
+		b.WithPart("client certificate", o.certClient.Run)
+	}
+	if o.api.GetCertificate, err = o.certs.Serving(b, client, o.nodeName, root, nodeIPs, log); err != nil {
+		return nil, err
+	}
 	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
 	if err != nil {
 		return nil, err
