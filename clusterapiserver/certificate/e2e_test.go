@@ -51,8 +51,8 @@ type e2eSigner struct {
 }
 
 type signedCSR struct {
-	name, username string
-	notAfter       time.Time
+	name, signer, username string
+	notAfter               time.Time
 }
 
 func newE2ESigner(t *testing.T, admin kubernetes.Interface, node string, lifetime time.Duration) *e2eSigner {
@@ -72,10 +72,17 @@ func newE2ESigner(t *testing.T, admin kubernetes.Interface, node string, lifetim
 	return &e2eSigner{admin: admin, caCert: caCert, caKey: key.(crypto.Signer), node: node, lifetime: lifetime}
 }
 
-func (s *e2eSigner) list() []signedCSR {
+// list is the signed CSRs of signer.
+func (s *e2eSigner) list(signer string) []signedCSR {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]signedCSR(nil), s.signed...)
+	var out []signedCSR
+	for _, c := range s.signed {
+		if c.signer == signer {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // run handles the node's pending CSRs until ctx ends.
@@ -86,7 +93,8 @@ func (s *e2eSigner) run(ctx context.Context, t *testing.T) {
 		if err == nil {
 			for i := range list.Items {
 				csr := &list.Items[i]
-				if done[csr.Name] || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+				if done[csr.Name] || (csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName &&
+					csr.Spec.SignerName != certificatesv1.KubeletServingSignerName) {
 					continue
 				}
 				if err := s.approveAndSign(ctx, csr); err != nil {
@@ -130,6 +138,11 @@ func (s *e2eSigner) approveAndSign(ctx context.Context, csr *certificatesv1.Cert
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: req.Subject, NotBefore: now.Add(-time.Second), NotAfter: now.Add(s.lifetime),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName {
+		// The kubelet-serving signer: server auth, the request's names.
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.DNSNames, tmpl.IPAddresses = req.DNSNames, req.IPAddresses
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.caCert, req.PublicKey, s.caKey)
 	if err != nil {
 		return err
@@ -139,7 +152,7 @@ func (s *e2eSigner) approveAndSign(ctx context.Context, csr *certificatesv1.Cert
 		return err
 	}
 	s.mu.Lock()
-	s.signed = append(s.signed, signedCSR{name: csr.Name, username: csr.Spec.Username, notAfter: tmpl.NotAfter})
+	s.signed = append(s.signed, signedCSR{name: csr.Name, signer: csr.Spec.SignerName, username: csr.Spec.Username, notAfter: tmpl.NotAfter})
 	s.mu.Unlock()
 	return nil
 }
@@ -219,7 +232,11 @@ func TestTLSBootstrapAndRotation(t *testing.T) {
 	}
 	defer cc.CloseConnections()
 	t.Logf("bootstrapped in %v", time.Since(start).Round(time.Millisecond))
-	signed := signer.list()
+	// The signer records a CSR just after the API server has it signed.
+	waitUntil(t, 5*time.Second, "the first CSR recorded", func() (bool, string) {
+		return len(signer.list(certificatesv1.KubeAPIServerClientKubeletSignerName)) > 0, "none"
+	})
+	signed := signer.list(certificatesv1.KubeAPIServerClientKubeletSignerName)
 	if len(signed) != 1 || !strings.HasPrefix(signed[0].username, "system:bootstrap:") {
 		t.Fatalf("first CSR %+v: want one, asked by a system:bootstrap:<token id> user", signed)
 	}
@@ -239,8 +256,17 @@ func TestTLSBootstrapAndRotation(t *testing.T) {
 		t.Fatalf("the issued identity: %q %v %v", user, groups, err)
 	}
 
+	// The serving certificate through kubelet-serving CSRs, asked as the
+	// node, for its address.
+	serving, err := certificate.NewServing(certificate.ServingConfig{NodeName: node, Client: client, CertDir: filepath.Join(dir, "pki"),
+		Addresses: func() []corev1.NodeAddress {
+			return []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: node}}
+		}, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent, err := clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(filepath.Join(dir, "root")).
-		WithPart("client certificate", cc.Run),
+		WithPart("client certificate", cc.Run).WithPart("serving certificate", serving.Run),
 		clusterapiserver.Config{Client: client, NodeName: node, NodeIPs: []net.IP{net.ParseIP("127.0.0.1")}, AllowLoopbackNodeIP: true,
 			NoEvents: true, Logger: zaptest.NewLogger(t)}).Build()
 	if err != nil {
@@ -267,12 +293,24 @@ func TestTLSBootstrapAndRotation(t *testing.T) {
 		}
 		return l.Spec.RenewTime != nil, "no renew time"
 	})
+	waitUntil(t, 30*time.Second, "the serving certificate", func() (bool, string) {
+		cert, err := serving.GetCertificate(nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := len(cert.Leaf.IPAddresses) == 1 && cert.Leaf.IPAddresses[0].Equal(net.ParseIP("127.0.0.1")) &&
+			len(cert.Leaf.DNSNames) == 1 && cert.Leaf.DNSNames[0] == node && cert.Leaf.CheckSignatureFrom(signer.caCert) == nil
+		return ok, fmt.Sprintf("%v %v", cert.Leaf.DNSNames, cert.Leaf.IPAddresses)
+	})
+	if s := signer.list(certificatesv1.KubeletServingSignerName); len(s) == 0 || s[0].username != "system:node:"+node {
+		t.Errorf("serving CSRs %+v: want one asked by the node", s)
+	}
 	// Rotated: a second CSR, asked by the node itself.
 	waitUntil(t, lifetime, "the rotation CSR", func() (bool, string) {
-		s := signer.list()
+		s := signer.list(certificatesv1.KubeAPIServerClientKubeletSignerName)
 		return len(s) >= 2, fmt.Sprintf("%d signed", len(s))
 	})
-	second := signer.list()[1]
+	second := signer.list(certificatesv1.KubeAPIServerClientKubeletSignerName)[1]
 	if second.username != "system:node:"+node {
 		t.Errorf("the rotation CSR was asked by %q, want the node", second.username)
 	}
