@@ -21,6 +21,17 @@
 // (default a self-signed pair kept in <root>/pki), and /healthz on
 // 127.0.0.1:--healthz-port (10248). The API server reaches it at the node's
 // address: --node-ip.
+//
+// TLS bootstrap and rotation as the kubelet's flags do them:
+// --bootstrap-kubeconfig (a bootstrap token) asks for the node's client
+// certificate with a CSR when --kubeconfig holds no valid one, waits until
+// it is issued and writes --kubeconfig (default <cert-dir>/kubelet.kubeconfig);
+// --rotate-certificates renews it; --rotate-server-certificates gets the
+// HTTPS API's certificate through kubelet-serving CSRs; --cert-dir
+// (default <root>/pki) keeps the pairs:
+//
+//	go run ./examples/cluster --bootstrap-kubeconfig bootstrap.kubeconfig --cert-dir /var/lib/nodekit/pki \
+//	    --rotate-certificates --rotate-server-certificates --node-name node-1 --root /var/lib/nodekit
 package main
 
 import (
@@ -45,8 +56,10 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/clusterapiserver/certificate"
 	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	evapiserver "github.com/nodekit/nodekit/events/apiserver"
+	"github.com/nodekit/nodekit/examples/internal/excerts"
 	"github.com/nodekit/nodekit/examples/internal/exconfig"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exserver"
@@ -88,6 +101,10 @@ type options struct {
 	logind   bool
 	// shutdownByPriority: the file's shutdownGracePeriodByPodPriority.
 	shutdownByPriority []nodeshutdown.PriorityGracePeriod
+	// certs: the certificate flags; certClient renews the client
+	// certificate (--rotate-certificates).
+	certs      excerts.Flags
+	certClient *certificate.Client
 }
 
 func main() {
@@ -123,6 +140,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration, YAML or JSON); the flags given override it")
 	o.api.Register(fs)
 	o.shutdown.Register(fs)
+	o.certs.Register(fs)
 	fs.BoolVar(&o.logind, "shutdown-logind", true, "with --shutdown-grace-period: also hold a logind delay inhibitor lock over D-Bus and shut the node down gracefully when logind announces a shutdown, as the kubelet does (raising logind's InhibitDelayMaxSec with a drop-in when it is too small); without a system bus this is logged once and retried quietly")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -135,7 +153,25 @@ func mainErr(ctx context.Context, o options, out io.Writer) error {
 	if err := o.loadConfig(); err != nil {
 		return err
 	}
-	cfg, err := restConfig(o)
+	var cfg *rest.Config
+	var err error
+	if o.certs.Enabled() {
+		// The kubelet's TLS bootstrap: --kubeconfig is the node's own,
+		// written from --bootstrap-kubeconfig when it holds no valid client
+		// certificate.
+		if o.nodeName == "" {
+			return errors.New("--node-name is required")
+		}
+		if o.server != "" || o.token != "" {
+			return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+		}
+		cfg, o.certClient, err = o.certs.Client(ctx, o.kubeconfig, o.nodeName, o.root, exlog.New(o.verbose))
+		if err == nil {
+			defer o.certClient.CloseConnections()
+		}
+	} else {
+		cfg, err = restConfig(o)
+	}
 	if err != nil {
 		return err
 	}
@@ -199,11 +235,12 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 			}},
 		}
 		// The graceful node shutdown fields are read by loadConfig (the
-		// flags given override them) and wired below (exshutdown).
+		// flags given override them) and wired below (exshutdown), as are
+		// the certificate fields (excerts, in mainErr).
 		parts = append(parts, kubeletconfig.Part{Name: "shutdown", Fields: kubeletconfig.FieldsOf(kubeletconfig.ShutdownFields)})
-		// TODO(lead, issue 21): certificate rotation's Part (fields
-		// kubeletconfig.CertificateFields); until then those fields are
-		// named in the unsupported-fields warning.
+		// rotateCertificates and serverTLSBootstrap: read by loadConfig
+		// into the certificate flags (excerts).
+		parts = append(parts, kubeletconfig.Part{Name: "certificates", Fields: kubeletconfig.FieldsOf(kubeletconfig.CertificateFields)})
 		var validate kubeletconfig.ValidateOptions
 		if o.manageCgroups {
 			built := &managers.Built{}
@@ -238,6 +275,12 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	}
 	reg := prometheus.NewRegistry()
 	b.WithRegisterer(reg)
+	if o.certClient != nil && o.certs.Rotate {
+		b.WithPart("client certificate", o.certClient.Run)
+	}
+	if o.api.GetCertificate, err = o.certs.Serving(b, client, o.nodeName, root, nodeIPs, log); err != nil {
+		return err
+	}
 	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
 	if err != nil {
 		return err
@@ -298,6 +341,18 @@ func (o *options) loadConfig() error {
 	o.api.FromConfig(c, o.given)
 	o.given.Duration("shutdown-grace-period", &o.shutdown.GracePeriod, &c.ShutdownGracePeriod)
 	o.given.Duration("shutdown-grace-period-critical-pods", &o.shutdown.GracePeriodCriticalPods, &c.ShutdownGracePeriodCriticalPods)
+	// rotateCertificates and serverTLSBootstrap are the certificate flags
+	// (excerts), the flags given winning.
+	if o.given["rotate-certificates"] {
+		c.RotateCertificates = o.certs.Rotate
+	} else {
+		o.certs.Rotate = c.RotateCertificates
+	}
+	if o.given["rotate-server-certificates"] {
+		c.ServerTLSBootstrap = o.certs.RotateServer
+	} else {
+		o.certs.RotateServer = c.ServerTLSBootstrap
+	}
 	for _, g := range c.ShutdownGracePeriodByPodPriority {
 		o.shutdownByPriority = append(o.shutdownByPriority, nodeshutdown.PriorityGracePeriod{Priority: g.Priority, ShutdownGracePeriodSeconds: g.ShutdownGracePeriodSeconds})
 	}

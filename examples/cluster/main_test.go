@@ -200,7 +200,7 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-// The file's graceful shutdown fields reach the shutdown flags, and a flag
+// The file's graceful shutdown and certificate fields reach their flags, and a flag
 // given on the command line overrides the file's value (and the effective
 // configuration shows the flag's).
 func TestLoadConfigShutdownFields(t *testing.T) {
@@ -209,11 +209,13 @@ func TestLoadConfigShutdownFields(t *testing.T) {
 kind: KubeletConfiguration
 shutdownGracePeriod: 30s
 shutdownGracePeriodCriticalPods: 10s
+rotateCertificates: true
+serverTLSBootstrap: true
 `
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--node-name", "n", "--config", path, "--shutdown-grace-period-critical-pods", "5s"})
+	o, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--node-name", "n", "--config", path, "--shutdown-grace-period-critical-pods", "5s", "--rotate-server-certificates=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +224,10 @@ shutdownGracePeriodCriticalPods: 10s
 	}
 	if o.shutdown.GracePeriod != 30*time.Second || o.shutdown.GracePeriodCriticalPods != 5*time.Second {
 		t.Errorf("shutdown flags = %v, %v; want 30s from the file, 5s from the command line", o.shutdown.GracePeriod, o.shutdown.GracePeriodCriticalPods)
+	}
+	if !o.certs.Rotate || o.certs.RotateServer || o.file.Config.ServerTLSBootstrap {
+		t.Errorf("certificate flags: rotate %v, rotate server %v (file %v); want true from the file, false from the command line",
+			o.certs.Rotate, o.certs.RotateServer, o.file.Config.ServerTLSBootstrap)
 	}
 	if got := o.file.Config.ShutdownGracePeriodCriticalPods.Duration; got != 5*time.Second {
 		t.Errorf("effective shutdownGracePeriodCriticalPods = %v, want the flag's 5s", got)

@@ -21,6 +21,8 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/clusterapiserver/certificate"
+	"github.com/nodekit/nodekit/examples/internal/excerts"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exserver"
 	"github.com/nodekit/nodekit/examples/internal/exshutdown"
@@ -62,6 +64,9 @@ type options struct {
 	// logind's delay inhibitor lock (with a grace period).
 	shutdown exshutdown.Flags
 	logind   bool
+	certs    excerts.Flags
+	// certClient renews the client certificate (--rotate-certificates).
+	certClient *certificate.Client
 }
 
 func main() {
@@ -83,6 +88,7 @@ func main() {
 	o.api.Register(flag.CommandLine)
 	o.shutdown.Register(flag.CommandLine)
 	flag.BoolVar(&o.logind, "shutdown-logind", true, "with --shutdown-grace-period: also hold a logind delay inhibitor lock over D-Bus and shut the node down gracefully when logind announces a shutdown, as the kubelet does; without a system bus this is logged once and retried quietly")
+	o.certs.Register(flag.CommandLine)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), o.shutdown.StopSignals()...)
@@ -94,7 +100,27 @@ func main() {
 }
 
 func mainErr(ctx context.Context, o options) error {
-	cfg, err := restConfig(o)
+	var cfg *rest.Config
+	var err error
+	if o.certs.Enabled() {
+		// The kubelet's TLS bootstrap (it waits for the API server only
+		// when there is no valid client certificate); --cert-dir defaults
+		// to <state-dir>/pki.
+		if o.nodeName == "" {
+			return errors.New("--node-name is required")
+		}
+		if o.server != "" || o.token != "" {
+			return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+		}
+		cfg, o.certClient, err = o.certs.Client(ctx, o.kubeconfig, o.nodeName, o.stateDir, exlog.New(o.verbose))
+		if err == nil {
+			defer o.certClient.CloseConnections()
+			cfg.Timeout = 10 * time.Second
+			cfg.QPS, cfg.Burst = 20, 40
+		}
+	} else {
+		cfg, err = restConfig(o)
+	}
 	if err != nil {
 		return err
 	}
@@ -234,6 +260,12 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 	}
 	reg := prometheus.NewRegistry()
 	b.WithRegisterer(reg)
+	if o.certClient != nil && o.certs.Rotate {
+		b.WithPart("client certificate", o.certClient.Run)
+	}
+	if o.api.GetCertificate, err = o.certs.Serving(b, client, o.nodeName, root, nodeIPs, log); err != nil {
+		return nil, err
+	}
 	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
 	if err != nil {
 		return nil, err

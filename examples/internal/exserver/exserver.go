@@ -4,6 +4,7 @@
 package exserver
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -37,6 +38,11 @@ type Flags struct {
 	AuthzMode      string
 	Anonymous      bool
 	IdleTimeout    time.Duration
+	// GetCertificate, when set (not a flag), serves the certificate it
+	// gives instead of --tls-cert-file or the self-signed pair: the
+	// serving certificate from kubelet-serving CSRs
+	// (--rotate-server-certificates, package excerts).
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// The webhook cache TTLs of a configuration file (0: the kubelet's).
 	tokenTTL, authorizedTTL, unauthorizedTTL time.Duration
 	// Configz serves /configz (kubeletconfig's Applied.Configz with
@@ -118,7 +124,7 @@ func (f *Flags) Wire(b *nodekit.Builder, client kubernetes.Interface, nodeName, 
 	}
 	agentserver.Wire(b, agentserver.Config{Server: server.Config{
 		NodeName: nodeName, Address: f.Address, Port: f.Port, HealthzAddress: f.HealthzAddress, HealthzPort: f.HealthzPort,
-		TLSCertFile: f.TLSCertFile, TLSKeyFile: f.TLSKeyFile, CertDir: filepath.Join(root, "pki"),
+		TLSCertFile: f.TLSCertFile, TLSKeyFile: f.TLSKeyFile, CertDir: filepath.Join(root, "pki"), GetCertificate: f.GetCertificate,
 		Authenticator: auth.Authenticator, Authorizer: auth.Authorizer, ClientCA: auth.ClientCA, Anonymous: f.Anonymous,
 		StreamingIdleTimeout: f.IdleTimeout, Metrics: metrics, Logger: log, Configz: f.Configz,
 		WebSocketStreams: serverapi.WebSocketStreams{},
