@@ -19,6 +19,13 @@
 //     evented PLEG instead (containerd 2.x streams CRI container events;
 //     the relist then runs every 300s, the kubelet's evented period).
 //
+// With -trace the exit case also times each step between an exit and the
+// agent's report: containerd's native /tasks/exit (and, with -ctr,
+// /tasks/delete), the CRI CONTAINER_STOPPED_EVENT on a stream of its own,
+// the CRI exit monitor and the shim clean-up from containerd's log
+// (-containerd-log), and runc's kill and delete calls from a runc wrapper's
+// log (-runc-log); trace.go and RESULTS.md say how.
+//
 // With -kubelet PATH (a kubelet binary: hack/kubelet.sh build; path), the
 // real kubelet runs the same manifests-to-running workload, measured the
 // same way: standalone (no API server), its static pod directory the one
