@@ -399,6 +399,9 @@ func traceRows(samples []exitSample) []string {
 		{"finishedAt -> CRI event created", func(s exitSample) (time.Duration, bool) {
 			return between(s.FinishedAt, s.Trace.CRIEventCreated)
 		}},
+		{"finishedAt -> CRI event received (the earliest any CRI client, the kubelet too, knows)", func(s exitSample) (time.Duration, bool) {
+			return between(s.FinishedAt, s.Trace.CRIEventReceived)
+		}},
 		{"CRI event created -> received (a second subscriber)", func(s exitSample) (time.Duration, bool) {
 			return between(s.Trace.CRIEventCreated, s.Trace.CRIEventReceived)
 		}},
