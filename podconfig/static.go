@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nodekit/nodekit/internal/yamljson"
 	"github.com/nodekit/nodekit/kubetypes"
 	yaml3 "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
@@ -30,7 +31,42 @@ const (
 	// maxExpandedSize bounds the size of the document after YAML aliases are
 	// expanded (an estimate in bytes of the equivalent JSON).
 	maxExpandedSize = 2 * MaxManifestSize
+	// yamlSlack is the part of the YAML bounds that does not grow with
+	// the input (see yamlExpandedLimit and yamlSlowNodeLimit).
+	yamlSlack = 4 << 20
+	// yamlSlowNodeCost is what go-yaml and YAMLToJSON spend per counted
+	// value (measured: 180 bytes for a list of short scalars, 900 for a
+	// list of tagged ones), rounded up.
+	yamlSlowNodeCost = 1024
 )
+
+// yamlExpandedLimit is the most JSON a YAML manifest of n bytes may become,
+// aliases expanded: a few times the input, like JSON's own cost. Without
+// aliases the JSON is at most about three times the YAML (quoting and
+// escapes), so only alias expansion can reach it.
+func yamlExpandedLimit(n int) int { return min(maxExpandedSize, 4*n+yamlSlack) }
+
+// yamlSlowNodeLimit is how many values (as countYAMLNodes counts them) a
+// manifest of n bytes may have to be decoded by go-yaml, the fallback for
+// what yamljson does not convert (tags, merge keys, non-string or
+// duplicate keys): go-yaml's tree then costs at most a few times n too.
+func yamlSlowNodeLimit(n int) int { return (4*n + yamlSlack) / yamlSlowNodeCost }
+
+// yamlToJSONSlow converts what yamljson leaves (why) with go-yaml, after
+// bounding its tree to yamlSlowNodeLimit values and, when aliases may
+// expand it, measuring it with checkYAMLShape.
+func yamlToJSONSlow(data []byte, why error) ([]byte, error) {
+	if n, limit := countYAMLNodes(data), yamlSlowNodeLimit(len(data)); n > limit {
+		return nil, fmt.Errorf("%w: about %d YAML values, the limit is %d for %d bytes of YAML that needs a full YAML decoder (%w)",
+			ErrTooLarge, n, limit, len(data), why)
+	}
+	if bytes.IndexByte(data, '*') >= 0 {
+		if err := checkYAMLShape(data); err != nil {
+			return nil, err
+		}
+	}
+	return yaml.YAMLToJSON(data)
+}
 
 // StaticPodOptions says where a static pod manifest came from and how its
 // pods are defaulted.
@@ -69,7 +105,12 @@ type StaticPodOptions struct {
 // ErrTooDeep, a quantity too long or with too large an exponent
 // ErrQuantityOutOfRange, input with no document ErrEmptyManifest. All these
 // bounds are checked before the work they bound, so a hostile manifest costs
-// time linear in its size. The result is all-or-nothing: one bad pod in a list
+// time linear in its size. YAML is converted to JSON in one stream of
+// parser events, building no tree (internal/yamljson), so it costs a few
+// times its size in memory (at most 5 times plus 1 MiB in the tests), as
+// JSON does; YAML that needs a full decoder (tags, merge keys, duplicate
+// keys) is decoded by go-yaml only when its values are few enough for the
+// same bound (yamlSlowNodeLimit), and refused otherwise. The result is all-or-nothing: one bad pod in a list
 // fails the whole manifest.
 func DecodeStaticPods(data []byte, opts StaticPodOptions) ([]*v1.Pod, error) {
 	origin := opts.Origin
@@ -168,22 +209,24 @@ func manifestToJSON(data []byte) ([]byte, error) {
 		}
 		return trimmed, nil
 	}
-	// Count the nodes before any YAML decoder builds a tree: a decoder
-	// spends tens of bytes per node, so 10 MiB of "- a" lines would cost a
-	// gigabyte before scanJSON below could refuse the result.
+	// Count the nodes before anything is decoded: a cheap over-count that
+	// refuses the densest inputs in one pass that allocates nothing.
 	if n := countYAMLNodes(data); n > MaxManifestNodes {
 		return nil, fmt.Errorf("%w: about %d YAML values (keys and values counted before decoding), the limit is %d", ErrTooLarge, n, MaxManifestNodes)
 	}
-	// Without a '*' there is no alias: the JSON is then no bigger than the
-	// YAML (give or take quoting) and scanJSON below bounds its depth and
-	// values, so the separate pass over a node tree is needed only when
-	// aliases may expand the document.
-	if bytes.IndexByte(data, '*') >= 0 {
-		if err := checkYAMLShape(data); err != nil {
-			return nil, err
-		}
+	// Convert in one stream of parser events, building no tree: the cost
+	// is a few times the input (see yamlExpandedLimit), as for JSON.
+	js, err := yamljson.Convert(data, yamljson.Limits{
+		MaxDepth:   MaxManifestDepth,
+		MaxNodes:   MaxManifestNodes,
+		MaxAliases: MaxManifestAliases,
+		MaxOutput:  yamlExpandedLimit(len(data)),
+		TooLarge:   ErrTooLarge,
+		TooDeep:    ErrTooDeep,
+	})
+	if errors.Is(err, yamljson.ErrUnsupported) {
+		js, err = yamlToJSONSlow(data, err)
 	}
-	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, err // go-yaml's message names the line
 	}
