@@ -515,16 +515,21 @@ func skip_line(parser *yaml_parser_t) {
 
 // yaml_parser_keep returns the value of a scalar built in the reused buffer
 // s: small values are copied into a shared chunk, so a scalar costs its
-// length rather than a 32-byte buffer of its own; a large one is handed
-// over as it is (nodekit change).
+// length rather than a 32-byte buffer of its own; larger ones get a slice
+// of their own length, and a huge one is handed over as it is, with no
+// copy (nodekit change).
 func yaml_parser_keep(parser *yaml_parser_t, s []byte) []byte {
 	if len(s) == 0 {
 		parser.scratch[3] = s
 		return nil
 	}
-	if len(s) > 1024 {
-		parser.scratch[3] = nil
+	if len(s) >= 1<<20 {
+		parser.scratch[3] = nil // a huge value: hand the buffer over, no copy
 		return s
+	}
+	if len(s) > 1024 {
+		parser.scratch[3] = s[:0]
+		return append([]byte(nil), s...)
 	}
 	parser.scratch[3] = s[:0]
 	if len(s) > cap(parser.arena)-len(parser.arena) {
