@@ -472,3 +472,40 @@ func BenchmarkDecodeYAMLvsJSON(b *testing.B) {
 		}
 	}
 }
+
+// readBody returns the body whatever the declared length says, and
+// allocates the body's size once when the length is declared (io.ReadAll's
+// 2.2 times when it is not).
+func TestReadBody(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 10<<20/16)
+	for _, tc := range []struct {
+		name   string
+		length int64
+		max    float64 // bytes allocated per body byte
+	}{
+		{"declared", int64(len(body)), 1.01},
+		{"undeclared", -1, 2.5},
+		{"declared too short", 100, 4},
+		{"declared too long", int64(len(body)) * 2, 1.01}, // capped at max
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []byte
+			var err error
+			alloc := allocsOf(func() {
+				got, err = readBody(bytes.NewReader(body), tc.length, int64(len(body)))
+			})
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("read %d bytes (%v), want the %d of the body", len(got), err, len(body))
+			}
+			if limit := uint64(tc.max * float64(len(body))); alloc > limit {
+				t.Errorf("allocated %d for %d bytes, want at most %d", alloc, len(body), limit)
+			}
+		})
+	}
+	for _, in := range []string{"", "x", strings.Repeat("y", 511), strings.Repeat("z", 513)} {
+		got, err := readBody(strings.NewReader(in), int64(len(in)), 1<<20)
+		if err != nil || string(got) != in {
+			t.Errorf("readBody(%d bytes) = %d bytes, %v", len(in), len(got), err)
+		}
+	}
+}
