@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"strings"
 
 	"github.com/nodekit/nodekit/internal/yamljson"
 	"github.com/nodekit/nodekit/kubetypes"
-	yaml3 "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,14 +52,15 @@ func yamlSlowNodeLimit(n int) int { return (4*n + yamlSlack) / yamlSlowNodeCost 
 
 // yamlToJSONSlow converts what yamljson leaves (why) with go-yaml, after
 // bounding its tree to yamlSlowNodeLimit values and, when aliases may
-// expand it, measuring it with checkYAMLShape.
-func yamlToJSONSlow(data []byte, why error) ([]byte, error) {
+// expand it, measuring the expansion with yamljson.Measure (the same
+// limits as Convert's, merge keys counted as the aliases they are).
+func yamlToJSONSlow(data []byte, lim yamljson.Limits, why error) ([]byte, error) {
 	if n, limit := countYAMLNodes(data), yamlSlowNodeLimit(len(data)); n > limit {
 		return nil, fmt.Errorf("%w: about %d YAML values, the limit is %d for %d bytes of YAML that needs a full YAML decoder (%w)",
 			ErrTooLarge, n, limit, len(data), why)
 	}
 	if bytes.IndexByte(data, '*') >= 0 {
-		if err := checkYAMLShape(data); err != nil {
+		if err := yamljson.Measure(data, lim); err != nil {
 			return nil, err
 		}
 	}
@@ -216,16 +215,17 @@ func manifestToJSON(data []byte) ([]byte, error) {
 	}
 	// Convert in one stream of parser events, building no tree: the cost
 	// is a few times the input (see yamlExpandedLimit), as for JSON.
-	js, err := yamljson.Convert(data, yamljson.Limits{
+	lim := yamljson.Limits{
 		MaxDepth:   MaxManifestDepth,
 		MaxNodes:   MaxManifestNodes,
 		MaxAliases: MaxManifestAliases,
 		MaxOutput:  yamlExpandedLimit(len(data)),
 		TooLarge:   ErrTooLarge,
 		TooDeep:    ErrTooDeep,
-	})
+	}
+	js, err := yamljson.Convert(data, lim)
 	if errors.Is(err, yamljson.ErrUnsupported) {
-		js, err = yamlToJSONSlow(data, err)
+		js, err = yamlToJSONSlow(data, lim, err)
 	}
 	if err != nil {
 		return nil, err // go-yaml's message names the line
@@ -272,111 +272,6 @@ func countYAMLNodes(data []byte) int {
 }
 
 func isYAMLSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// checkYAMLShape parses the first YAML document into a node tree (which does
-// not expand aliases) and measures it as if aliases were expanded: the
-// expanded size must stay within maxExpandedSize, the depth within
-// MaxManifestDepth, the expanded number of nodes within MaxManifestNodes
-// and the alias references within MaxManifestAliases. Aliases are measured once each (memoized), so the check
-// itself is linear in the input.
-func checkYAMLShape(data []byte) error {
-	var doc yaml3.Node
-	if err := yaml3.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return ErrEmptyManifest
-		}
-		return err
-	}
-	m := yamlMeasure{memo: make(map[*yaml3.Node]yamlShape)}
-	_, err := m.measure(&doc, 0)
-	return err
-}
-
-type yamlShape struct {
-	size   int64
-	nodes  int64
-	height int
-}
-
-type yamlMeasure struct {
-	memo    map[*yaml3.Node]yamlShape
-	total   int64 // expanded size so far
-	nodes   int64 // expanded nodes so far
-	aliases int
-}
-
-func (m *yamlMeasure) overLimits(line int) error {
-	if m.total > maxExpandedSize {
-		return fmt.Errorf("%w: aliases expand the document beyond %d bytes", ErrTooLarge, maxExpandedSize)
-	}
-	if m.nodes > MaxManifestNodes {
-		return fmt.Errorf("%w: line %d: more than %d values (aliases counted as copies)", ErrTooLarge, line, MaxManifestNodes)
-	}
-	return nil
-}
-
-func (m *yamlMeasure) measure(n *yaml3.Node, depth int) (yamlShape, error) {
-	if n == nil {
-		return yamlShape{}, nil
-	}
-	if s, ok := m.memo[n]; ok {
-		if depth+s.height > MaxManifestDepth {
-			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
-		}
-		m.total += s.size
-		m.nodes += s.nodes
-		return s, m.overLimits(n.Line)
-	}
-	var s yamlShape
-	switch n.Kind {
-	case yaml3.AliasNode:
-		if n.Alias == nil {
-			return s, fmt.Errorf("line %d: unresolved alias", n.Line)
-		}
-		m.aliases++
-		if m.aliases > MaxManifestAliases {
-			return s, fmt.Errorf("%w: line %d: more than %d alias references", ErrTooLarge, n.Line, MaxManifestAliases)
-		}
-		m.memo[n] = yamlShape{size: maxExpandedSize + 1, nodes: MaxManifestNodes + 1, height: MaxManifestDepth + 1} // cycle guard
-		inner, err := m.measure(n.Alias, depth)
-		if err != nil {
-			return s, err
-		}
-		s = inner
-	case yaml3.ScalarNode:
-		s = yamlShape{size: int64(len(n.Value)) + 3, nodes: 1}
-		m.total += s.size
-		m.nodes++
-	default: // document, mapping, sequence
-		if n.Kind != yaml3.DocumentNode && depth+1 > MaxManifestDepth {
-			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
-		}
-		next := depth
-		if n.Kind != yaml3.DocumentNode {
-			next = depth + 1
-		}
-		s.size, s.nodes = 2, 1
-		m.total += 2
-		m.nodes++
-		for _, c := range n.Content {
-			cs, err := m.measure(c, next)
-			if err != nil {
-				return s, err
-			}
-			s.size += cs.size + 1
-			s.nodes += cs.nodes
-			m.total++
-			if cs.height+1 > s.height {
-				s.height = cs.height + 1
-			}
-		}
-	}
-	if err := m.overLimits(n.Line); err != nil {
-		return s, err
-	}
-	m.memo[n] = s
-	return s, nil
-}
 
 // jsonError rewrites a JSON decoding error so it names the line (computed in
 // text when text is the JSON given to the decoder) or the field.

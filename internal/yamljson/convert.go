@@ -62,6 +62,7 @@ type converter struct {
 	nextID  int
 	keys    []uint64 // hashes of the keys of every open map
 	seed    maphash.Seed
+	measure bool // Measure: everything is converted, loosely
 }
 
 // Convert returns the JSON of the first YAML document of data, the same
@@ -78,6 +79,22 @@ type converter struct {
 // ErrUnsupported, for the caller to convert another way. A syntax error
 // reads as go-yaml's ("yaml: line 3: ...").
 func Convert(data []byte, lim Limits) ([]byte, error) {
+	return run(data, lim, false)
+}
+
+// Measure checks data against lim as Convert does, for YAML Convert leaves
+// to a full decoder: tags are ignored, keys of any kind are measured as
+// values, and merge keys as the aliases they are, so the aliases' expansion
+// (values, depth, output) is bounded before a decoder that builds a tree
+// expands it. It allocates what Convert does (the JSON, roughly, is built
+// and dropped) and returns what Convert would for the limits and syntax,
+// nil when they hold.
+func Measure(data []byte, lim Limits) error {
+	_, err := run(data, lim, true)
+	return err
+}
+
+func run(data []byte, lim Limits, measure bool) ([]byte, error) {
 	if lim.TooLarge == nil {
 		lim.TooLarge = ErrTooLarge
 	}
@@ -91,7 +108,7 @@ func Convert(data []byte, lim Limits) ([]byte, error) {
 		data = []byte{'\n'} // as go-yaml does
 	}
 	yaml_parser_set_input_string(&p, data)
-	c := &converter{lim: lim, out: make([]byte, 0, len(data)+len(data)/4+16), seed: maphash.MakeSeed()}
+	c := &converter{lim: lim, out: make([]byte, 0, len(data)+len(data)/4+16), seed: maphash.MakeSeed(), measure: measure}
 	var ev yaml_event_t
 	started := false
 	for {
@@ -149,13 +166,26 @@ func (c *converter) event(ev *yaml_event_t) error {
 		if ev.typ == yaml_MAPPING_END_EVENT {
 			return c.end(ev)
 		}
-		return c.key(ev, top)
+		if !c.measure {
+			return c.key(ev, top)
+		}
+		// Measuring: a key of any kind is measured as a value.
+		if top.entries > 0 {
+			c.out = append(c.out, ',')
+		}
+		top.entries++
+		top.wantKey = false
+		return c.value(ev, nil)
 	}
 	switch ev.typ {
 	case yaml_SEQUENCE_END_EVENT, yaml_MAPPING_END_EVENT:
 		return c.end(ev)
 	}
-	// A value: a list entry, a map value, or the root.
+	return c.value(ev, top)
+}
+
+// value converts a list entry, a map value or the root (top nil).
+func (c *converter) value(ev *yaml_event_t, top *frame) error {
 	if top != nil && !top.mapping {
 		if top.entries > 0 {
 			c.out = append(c.out, ',')
@@ -165,7 +195,7 @@ func (c *converter) event(ev *yaml_event_t) error {
 	if top != nil && top.mapping {
 		top.wantKey = true
 	}
-	if len(ev.tag) != 0 {
+	if len(ev.tag) != 0 && !c.measure {
 		return unsupported(ev, "tag %q", ev.tag)
 	}
 	switch ev.typ {
@@ -177,6 +207,9 @@ func (c *converter) event(ev *yaml_event_t) error {
 		}
 		start := len(c.out)
 		out, err := appendScalar(c.out, ev)
+		if err != nil && c.measure {
+			out, err = append(c.out, "null"...), nil // the size is what counts
+		}
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package yamljson
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -74,4 +75,42 @@ func TestConvertAnchorRedefined(t *testing.T) {
 		t.Fatalf("got %s %v, want %s", js, err, want)
 	}
 	same(t, "a: &x 1\nb: &x 2\nc: *x\nd: &y [&y 3, *y]\ne: *y\n")
+}
+
+// Measure bounds what Convert leaves to a full decoder: merge keys count
+// as the aliases they are, tags and keys of any kind are measured.
+func TestMeasure(t *testing.T) {
+	lim := Limits{MaxDepth: 10, MaxNodes: 100, MaxAliases: 50, MaxOutput: 1000}
+	var bomb strings.Builder
+	bomb.WriteString("a0: &a0 {k: v}\n")
+	for i := 1; i < 8; i++ {
+		fmt.Fprintf(&bomb, "a%d: &a%d\n  <<: [*a%d, *a%d]\n", i, i, i-1, i-1)
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     error
+	}{
+		{"merge bomb", bomb.String(), ErrTooLarge},
+		{"tagged", "a: !!seq &x [1, 2]\nb: !custom [*x]\n", nil},
+		{"complex keys", "? [a, &k b]\n: *k\n? {c: d}\n: e\n*k : f\n", nil},
+		{"duplicate keys", "a: 1\na: 2\n", nil},
+		{"deep through a key", "? " + strings.Repeat("[", 11) + strings.Repeat("]", 11) + "\n: v\n", ErrTooDeep},
+		{"unknown anchor", "a: *nope\n", nil}, // go-yaml reports it
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Measure([]byte(tc.in), lim)
+			if tc.want == nil && tc.name == "unknown anchor" {
+				if err == nil {
+					t.Fatal("an unknown anchor measured as fine")
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) && err != tc.want {
+				t.Fatalf("Measure = %v, want %v", err, tc.want)
+			}
+			if _, cerr := Convert([]byte(tc.in), lim); tc.want == nil && !errors.Is(cerr, ErrUnsupported) && cerr != nil {
+				t.Fatalf("Convert = %v", cerr)
+			}
+		})
+	}
 }

@@ -13,7 +13,11 @@ import (
 // in: the same JSON value, or both an error.
 func same(t *testing.T, in string) {
 	t.Helper()
-	got, gerr := Convert([]byte(in), Limits{MaxDepth: 100, MaxNodes: 1 << 16, MaxAliases: 1000, MaxOutput: 1 << 20})
+	lim := Limits{MaxDepth: 100, MaxNodes: 1 << 16, MaxAliases: 1000, MaxOutput: 1 << 20}
+	got, gerr := Convert([]byte(in), lim)
+	if merr := Measure([]byte(in), lim); gerr == nil && merr != nil {
+		t.Fatalf("%q: Convert succeeded, Measure failed: %v", in, merr)
+	}
 	if errors.Is(gerr, ErrUnsupported) || errors.Is(gerr, ErrTooLarge) || errors.Is(gerr, ErrTooDeep) {
 		return // YAMLToJSON may take exponential time on what the limits refuse
 	}
