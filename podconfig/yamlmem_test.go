@@ -448,7 +448,7 @@ func BenchmarkDecodeYAMLvsJSON(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		flat := repeatYAML(size, "items:\n", "- abcdefghijklmnopqrstuvwxyz0123\n", "")
+		flat := repeatYAML(size, "values:\n", "- abcdefghijklmnopqrstuvwxyz0123\n", "")
 		flatJSON, err := yaml.YAMLToJSON(flat)
 		if err != nil {
 			b.Fatal(err)
