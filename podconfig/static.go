@@ -109,8 +109,8 @@ type StaticPodOptions struct {
 // times its size in memory (at most 5 times plus 1 MiB in the tests), as
 // JSON does; YAML that needs a full decoder (tags, merge keys, duplicate
 // keys) is decoded by go-yaml only when its values are few enough for the
-// same bound (yamlSlowNodeLimit), and refused otherwise. The result is all-or-nothing: one bad pod in a list
-// fails the whole manifest.
+// same bound (yamlSlowNodeLimit), and refused otherwise. The result is
+// all-or-nothing: one bad pod in a list fails the whole manifest.
 func DecodeStaticPods(data []byte, opts StaticPodOptions) ([]*v1.Pod, error) {
 	origin := opts.Origin
 	if origin == "" {
