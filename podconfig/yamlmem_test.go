@@ -497,6 +497,9 @@ func TestReadBody(t *testing.T) {
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("read %d bytes (%v), want the %d of the body", len(got), err, len(body))
 			}
+			if raceEnabled && tc.max > 1.01 {
+				return // io.ReadAll's part: its pooled buffers are dropped under -race
+			}
 			if limit := uint64(tc.max * float64(len(body))); alloc > limit {
 				t.Errorf("allocated %d for %d bytes, want at most %d", alloc, len(body), limit)
 			}
