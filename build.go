@@ -490,6 +490,7 @@ func (bd *build) connect() {
 	}
 	bd.buildLogRotation()
 	a.parts = append(a.parts, b.parts...)
+	bd.nodeReady()
 	bd.clusterParts()
 	bd.agentParts()
 }

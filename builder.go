@@ -82,6 +82,7 @@ type settings struct {
 	podLogsRoot  string
 	sink         podstatus.Sink
 	admitters    []syncloop.AdmitHandler
+	readyChecks  []func() error // WithNodeReadyCheck (builder_nodeready.go)
 	allocatable  func() v1.ResourceList
 	clock        clock.WithTicker
 	logger       *zap.Logger

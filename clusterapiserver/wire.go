@@ -237,6 +237,8 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	if p := a.PLEG(); p != nil {
 		checks = append(checks, nodestatus.PLEGCheck(p.Healthy))
 	}
+	// The Builder's WithNodeReadyCheck checks (the node shutdown's).
+	checks = append(checks, a.NodeReadyChecks()...)
 	setters := nodestatus.SettersConfig{
 		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
 		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
@@ -267,6 +269,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		Setters:         append(nodestatus.DefaultSetters(setters), declaredFeatures(cfg.DeclaredFeatures)),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
 		OnReported:      ips.reported,
+		UpdateNow:       a.NodeStatusUpdateRequests(),
 		Recorder:        a.EventRecorder(),
 		Rand:            cfg.Rand,
 		Logger:          cfg.Logger,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +267,54 @@ func TestWireReportsEvictionPressure(t *testing.T) {
 	if c, ok := condition(v1.NodeDiskPressure); !ok || c.Status != v1.ConditionFalse {
 		t.Errorf("DiskPressure %+v, want False", c)
 	}
+}
+
+// A WithNodeReadyCheck check makes the node NotReady with its message, and
+// RequestNodeStatusUpdate reports it at once (not at the next 10s period):
+// the node shutdown's path.
+func TestWireNodeReadyCheckAndUpdateNow(t *testing.T) {
+	client := fake.NewClientset()
+	var shuttingDown atomic.Bool
+	b := nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()).
+		WithNodeReadyCheck(func() error {
+			if shuttingDown.Load() {
+				return errors.New("node is shutting down")
+			}
+			return nil
+		})
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: node, Machine: machine, NoEvents: true}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	ready := func() (v1.NodeCondition, bool) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return v1.NodeCondition{}, false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c, true
+			}
+		}
+		return v1.NodeCondition{}, false
+	}
+	waitUntil(t, 10*time.Second, "node Ready", func() (bool, string) {
+		c, _ := ready()
+		return c.Status == v1.ConditionTrue, c.Message
+	})
+	shuttingDown.Store(true)
+	agent.RequestNodeStatusUpdate()
+	waitUntil(t, 3*time.Second, "node NotReady at once", func() (bool, string) {
+		c, _ := ready()
+		return c.Status == v1.ConditionFalse && c.Reason == "KubeletNotReady" && c.Message == "node is shutting down", c.Message
+	})
 }

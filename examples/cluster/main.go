@@ -34,7 +34,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,11 +41,15 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exserver"
+	"github.com/nodekit/nodekit/examples/internal/exshutdown"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
+	"github.com/nodekit/nodekit/nodeshutdown"
+	"github.com/nodekit/nodekit/nodeshutdown/systemd"
 )
 
 type options struct {
@@ -65,6 +68,10 @@ type options struct {
 	// devicePlugins serves device plugins on <root>/device-plugins.
 	devicePlugins bool
 	api           exserver.Flags
+	// shutdown: the graceful node shutdown flags; logind: also take
+	// logind's delay inhibitor lock (with a grace period).
+	shutdown exshutdown.Flags
+	logind   bool
 }
 
 func main() {
@@ -83,9 +90,11 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "log what the agent does (info level)")
 	flag.BoolVar(&o.devicePlugins, "device-plugins", false, "serve device plugins on <root>/device-plugins/kubelet.sock (and <root>/plugins_registry); their resources join the node's capacity")
 	o.api.Register(flag.CommandLine)
+	o.shutdown.Register(flag.CommandLine)
+	flag.BoolVar(&o.logind, "shutdown-logind", true, "with --shutdown-grace-period: also hold a logind delay inhibitor lock over D-Bus and shut the node down gracefully when logind announces a shutdown, as the kubelet does (raising logind's InhibitDelayMaxSec with a drop-in when it is too small); without a system bus this is logged once and retried quietly")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), o.shutdown.StopSignals()...)
 	defer stop()
 	if err := mainErr(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
@@ -162,6 +171,14 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	if err != nil {
 		return err
 	}
+	var watchers []agentshutdown.Watcher
+	if o.logind {
+		watchers = append(watchers, systemd.Watcher(systemd.Config{Logger: log}))
+	}
+	sd, err := o.shutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{Logger: log}, Watchers: watchers})
+	if err != nil {
+		return err
+	}
 	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: o.nodeName, Logger: log,
 		NodeIPs: nodeIPs, ServerPort: port, DeclaredFeatures: o.api.DeclaredFeatures()}).Build()
 	if err != nil {
@@ -173,12 +190,19 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	showCtx, stopShow := context.WithCancel(ctx)
+	defer stopShow()
 	shown := make(chan struct{})
 	go func() {
 		defer close(shown)
-		exutil.Show(ctx, agent, out)
+		exutil.Show(showCtx, agent, out)
 	}()
-	err = agent.Run(ctx)
+	// With --shutdown-on-sigterm a SIGTERM shuts the node down gracefully,
+	// then stops the agent.
+	err = o.shutdown.Run(ctx, sd, log, func(ctx context.Context) error {
+		defer stopShow()
+		return agent.Run(ctx)
+	})
 	<-shown
 	return err
 }

@@ -29,16 +29,18 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/containerdwire"
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/examples/internal/exshutdown"
+	"github.com/nodekit/nodekit/nodeshutdown"
 	"github.com/nodekit/nodekit/pleg"
 )
 
@@ -92,6 +94,8 @@ type options struct {
 	// pushAddr: serve the HTTP push source on this address.
 	pushAddr string
 	api      apiFlags
+	// shutdown: the graceful node shutdown flags.
+	shutdown exshutdown.Flags
 }
 
 // headerFlag collects repeated "Name:value" flags into an http.Header.
@@ -131,6 +135,7 @@ func main() {
 	flag.Var(&o.manifestURLHeaders, "manifest-url-header", "a 'Name:value' HTTP header sent with every --manifest-url request (repeatable), as the kubelet's")
 	flag.StringVar(&o.pushAddr, "push-addr", "", "also take static pods pushed over HTTP on this address (e.g. 127.0.0.1:10260): POST a Pod or PodList, DELETE /<namespace>/<name>, GET the list. No authentication: keep it on loopback")
 	o.api.register(flag.CommandLine)
+	o.shutdown.Register(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
@@ -142,7 +147,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "standalone:", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), o.shutdown.StopSignals()...)
 	defer stop()
 	stopProfile := func() {}
 	if o.cpuProfile != "" {
@@ -252,6 +257,10 @@ func run(ctx context.Context, o options) error {
 	if err := o.api.wire(b, o.nodeName, root); err != nil {
 		return err
 	}
+	sd, err := o.shutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{Logger: log}})
+	if err != nil {
+		return err
+	}
 	agent, err := b.Build()
 	if err != nil {
 		return err
@@ -266,12 +275,19 @@ func run(ctx context.Context, o options) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	showCtx, stopShow := context.WithCancel(ctx)
+	defer stopShow()
 	shown := make(chan struct{})
 	go func() {
 		defer close(shown)
-		show(ctx, agent, warnings, o.statusFile)
+		show(showCtx, agent, warnings, o.statusFile)
 	}()
-	err = agent.Run(ctx)
+	// With --shutdown-on-sigterm a SIGTERM shuts the node down gracefully,
+	// then stops the agent.
+	err = o.shutdown.Run(ctx, sd, log, func(ctx context.Context) error {
+		defer stopShow()
+		return agent.Run(ctx)
+	})
 	<-shown
 	if err == nil {
 		fmt.Println("\nagent stopped; containers on a real runtime keep running")
