@@ -695,13 +695,18 @@ func (m *Manager) CleanupOrphans(ctx context.Context, activePods []*v1.Pod, sour
 	}
 	if removed > 0 {
 		m.log.Info("orphaned pod cgroups removed", zap.Int("count", removed))
-		// The removed pods stop being tracked; the burstable shares follow
-		// the pods that are left.
-		for uid := range m.active {
-			if !keep["pod"+string(uid)] {
-				delete(m.active, uid)
-			}
+	}
+	// Pods that are not active stop being tracked, also those whose
+	// cgroup is already gone (nothing to remove); the burstable shares
+	// follow the pods that are left.
+	pruned := 0
+	for uid := range m.active {
+		if !keep["pod"+string(uid)] {
+			delete(m.active, uid)
+			pruned++
 		}
+	}
+	if removed > 0 || pruned > 0 {
 		if err := m.updateQOSLocked(m.activeLocked()); err != nil {
 			errs = append(errs, err)
 		}

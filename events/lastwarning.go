@@ -99,6 +99,10 @@ func (l *LastWarnings) Forget(uid types.UID) {
 	delete(l.last, uid)
 }
 
+// ForgetPod is Forget: the agent's housekeeping calls it once a pod is
+// gone (through Multi, which hands it to every recorder that has it).
+func (l *LastWarnings) ForgetPod(uid types.UID) { l.Forget(uid) }
+
 // Len is how many pods have a warning kept.
 func (l *LastWarnings) Len() int {
 	l.mu.Lock()

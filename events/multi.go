@@ -2,6 +2,7 @@ package events
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/kubetypes"
 )
@@ -45,4 +46,14 @@ func (m Multi) Event(obj runtime.Object, typ, reason, message string) {
 // Eventf formats the message once and hands the event to every recorder.
 func (m Multi) Eventf(obj runtime.Object, typ, reason, messageFmt string, args ...any) {
 	m.Event(obj, typ, reason, format(messageFmt, args))
+}
+
+// ForgetPod hands the pod's removal to every recorder that keeps something
+// per pod (a ForgetPod(types.UID) method, as LastWarnings has).
+func (m Multi) ForgetPod(uid types.UID) {
+	for _, r := range m {
+		if f, ok := r.(interface{ ForgetPod(types.UID) }); ok {
+			f.ForgetPod(uid)
+		}
+	}
 }

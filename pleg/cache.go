@@ -236,3 +236,11 @@ func (c *Cache) waiting() int {
 	}
 	return n
 }
+
+// Len reports how many pods the cache holds. A pod's entry is removed by
+// Delete, which the PLEG calls once a relist no longer sees the pod.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pods)
+}

@@ -326,6 +326,9 @@ func (e *EventedPLEG) process(ctx context.Context, ch chan *runtimeapi.Container
 			if len(ch) == 0 {
 				e.generic.cache.UpdateTime(e.generic.clock.Now().Add(-EventDeliveryMargin))
 			}
+			// Pods that lost an event to a full channel get a PodSync
+			// (relists are rare while events flow).
+			e.generic.Redeliver()
 		case ev := <-ch:
 			if err := e.HandleEvent(ctx, ev); err != nil && ctx.Err() == nil {
 				e.log.Info("cannot handle container event; the pod will be reinspected", zap.Error(err))

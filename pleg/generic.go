@@ -97,7 +97,27 @@ type GenericPLEG struct {
 	// running. Written with relistMu and exitMu held; read with either.
 	exitMu sync.Mutex
 	exits  map[string]*exitOverride
+
+	// redeliver holds the pods whose events were dropped (the Watch
+	// channel was full): each gets a PodSync once there is room, so the
+	// consumer catches up on what it missed (see Redeliver). At most
+	// maxRedeliver pods; under redeliverMu.
+	redeliverMu  sync.Mutex
+	redeliver    map[types.UID]struct{}
+	redeliverLen atomic.Int64
+	// reinspectMisses counts, per reinspect flag of a pod no relist
+	// lists, the relists that did not list it; under relistMu.
+	reinspectMisses map[types.UID]int
 }
+
+// maxRedeliver bounds the pods remembered for a PodSync after a dropped
+// event; past it the drop is only counted (the consumer's periodic sync
+// covers those pods).
+const maxRedeliver = 4096
+
+// maxReinspectMisses is how many global relists a reinspect flag waits for
+// its pod to be listed before it is dropped (a pod that never appeared).
+const maxReinspectMisses = 3
 
 // exitOverride is an exit known from an event that the CRI may not show
 // yet. uid is empty until a listing shows the container.
@@ -192,6 +212,9 @@ func New(cfg Config) (*GenericPLEG, error) {
 		records:      make(map[types.UID]*podRecord),
 		reinspectNow: make(map[types.UID]struct{}),
 		exits:        make(map[string]*exitOverride),
+		redeliver:    make(map[types.UID]struct{}),
+
+		reinspectMisses: make(map[types.UID]int),
 	}
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer)
@@ -204,8 +227,10 @@ func New(cfg Config) (*GenericPLEG, error) {
 }
 
 // Watch returns the channel events are sent on. It is never closed. Events
-// that don't fit are dropped (see DroppedEvents); the next relists re-detect
-// nothing of them, so the consumer should also sync pods periodically.
+// that don't fit are dropped (see DroppedEvents), and the next relists
+// re-detect nothing of them; instead each pod that lost an event gets a
+// PodSync as soon as the channel has room again (Redeliver, after every
+// global relist), so the consumer syncs it and reads its current status.
 func (g *GenericPLEG) Watch() <-chan *kubetypes.PodLifecycleEvent { return g.events }
 
 // Cache returns the cache the PLEG writes to.
@@ -523,17 +548,33 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	if len(g.exits) > 0 {
 		g.settleExits("")
 	}
-	if len(g.reinspectNow) > 0 {
-		// Flags of pods the runtime doesn't list wait for them to appear.
+	if len(g.reinspectNow) > 0 || len(g.reinspectMisses) > 0 {
+		// Flags of pods the runtime doesn't list wait for them to appear,
+		// for maxReinspectMisses relists.
 		g.mu.Lock()
 		for uid := range g.reinspectNow {
-			g.reinspect[uid] = struct{}{}
+			if _, ok := held[uid]; ok {
+				g.reinspect[uid] = struct{}{} // left out of this relist: not a miss
+				continue
+			}
+			if n := g.reinspectMisses[uid] + 1; n < maxReinspectMisses {
+				g.reinspectMisses[uid] = n
+				g.reinspect[uid] = struct{}{}
+			} else {
+				delete(g.reinspectMisses, uid)
+			}
+		}
+		for uid := range g.reinspectMisses {
+			if _, waiting := g.reinspectNow[uid]; !waiting {
+				delete(g.reinspectMisses, uid) // listed, or asked for again
+			}
 		}
 		g.mu.Unlock()
 		clear(g.reinspectNow)
 	}
 	// Only now is every record at least as new as start.
 	g.cache.UpdateTime(start)
+	g.Redeliver()
 	return nil
 }
 
@@ -689,7 +730,35 @@ func (g *GenericPLEG) send(e *kubetypes.PodLifecycleEvent) {
 		if g.metrics != nil {
 			g.metrics.discarded.Inc()
 		}
-		g.log.Error("event channel is full; dropping event", zap.String("pod", string(e.ID)), zap.String("type", string(e.Type)))
+		g.log.Error("event channel is full; dropping event (the pod gets a PodSync once there is room)",
+			zap.String("pod", string(e.ID)), zap.String("type", string(e.Type)))
+		g.redeliverMu.Lock()
+		if _, ok := g.redeliver[e.ID]; !ok && len(g.redeliver) < maxRedeliver {
+			g.redeliver[e.ID] = struct{}{}
+			g.redeliverLen.Add(1)
+		}
+		g.redeliverMu.Unlock()
+	}
+}
+
+// Redeliver sends a PodSync for each pod that lost an event to a full
+// channel, as long as the channel has room; the pods that still don't fit
+// wait for the next call. Relist calls it after every global relist (and
+// EventedPLEG on its cache ticks); it never blocks.
+func (g *GenericPLEG) Redeliver() {
+	if g.redeliverLen.Load() == 0 {
+		return
+	}
+	g.redeliverMu.Lock()
+	defer g.redeliverMu.Unlock()
+	for uid := range g.redeliver {
+		select {
+		case g.events <- &kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.PodSync}:
+			delete(g.redeliver, uid)
+			g.redeliverLen.Add(-1)
+		default:
+			return
+		}
 	}
 }
 

@@ -38,15 +38,21 @@ type PodForgetter interface {
 	ForgetPod(uid types.UID)
 }
 
+// MaxDeletedMarks bounds how many deleted pods a MemorySink remembers
+// (Deleted): past it the oldest mark is dropped.
+const MaxDeletedMarks = 1024
+
 // MemorySink is an in-memory Sink, PodDeleter and PodForgetter: it keeps
 // the latest status of every pod the agent knows, by UID, and forgets a pod
 // once the agent does (so an agent that runs for months keeps only its
-// current pods). It is safe for concurrent use; the
+// current pods). The marks of deleted pods (Deleted) are a bounded
+// history: the last MaxDeletedMarks. It is safe for concurrent use; the
 // zero value is not: use NewMemorySink.
 type MemorySink struct {
 	mu       sync.Mutex
 	statuses map[types.UID]v1.PodStatus
 	deleted  map[types.UID]bool
+	order    []types.UID // deleted marks, oldest first (may hold forgotten UIDs)
 	updates  int
 	changed  chan struct{}
 }
@@ -88,7 +94,25 @@ func (s *MemorySink) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	}
 	s.mu.Lock()
 	delete(s.statuses, pod.UID)
-	s.deleted[pod.UID] = true
+	if !s.deleted[pod.UID] {
+		s.deleted[pod.UID] = true
+		s.order = append(s.order, pod.UID)
+	}
+	// Drop the oldest marks past the bound; compact the order when
+	// UIDs no longer marked make up most of it.
+	for len(s.deleted) > MaxDeletedMarks {
+		delete(s.deleted, s.order[0])
+		s.order = s.order[1:]
+	}
+	if len(s.order) > 2*MaxDeletedMarks && len(s.order) > 2*len(s.deleted) {
+		kept := make([]types.UID, 0, len(s.deleted))
+		for _, uid := range s.order {
+			if s.deleted[uid] {
+				kept = append(kept, uid)
+			}
+		}
+		s.order = kept
+	}
 	s.mu.Unlock()
 	s.signal()
 	return nil

@@ -672,6 +672,29 @@ func (p *Workers) finishLocked(uid types.UID, s *podSyncStatus) {
 	if p.startedStatic[s.fullname] == uid {
 		delete(p.startedStatic, s.fullname)
 	}
+	p.dropWaitingStaticLocked(s.fullname, uid)
+}
+
+// dropWaitingStaticLocked takes uid out of the line of static pods waiting
+// for fullname, and the line with it once it is empty: a name whose pods
+// all went away keeps nothing. p.mu is held.
+func (p *Workers) dropWaitingStaticLocked(fullname string, uid types.UID) {
+	waiting, ok := p.waitingStatic[fullname]
+	if !ok {
+		return
+	}
+	kept := waiting[:0]
+	for _, w := range waiting {
+		if w != uid {
+			kept = append(kept, w)
+		}
+	}
+	if len(kept) == 0 {
+		delete(p.waitingStatic, fullname)
+		return
+	}
+	clear(waiting[len(kept):])
+	p.waitingStatic[fullname] = kept
 }
 
 // closeWorkerLocked ends uid's goroutine (it sees its channel closed) and
@@ -810,6 +833,7 @@ func (p *Workers) removeWorkerLocked(uid types.UID, s *podSyncStatus, orphan boo
 	if p.startedStatic[s.fullname] == uid {
 		delete(p.startedStatic, s.fullname)
 	}
+	p.dropWaitingStaticLocked(s.fullname, uid)
 	return true
 }
 

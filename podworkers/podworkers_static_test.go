@@ -67,13 +67,14 @@ func TestStaticPodExclusion(t *testing.T) {
 		e.update(SyncPodCreate, newStatic("5-static", "pod2"))
 		e.expectHistory("5-static", "5-static:sync(create)")
 
-		// Killing a waiting pod finishes it without any sync; the line stays.
+		// Killing a waiting pod finishes it without any sync and takes it
+		// out of the line (nothing is kept for a pod that is gone).
 		e.update(SyncPodKill, newStatic("3-static", "pod1"))
 		e.expectHistory("3-static")
 		if !e.p.ShouldPodBeFinished("3-static") || !e.p.IsPodKnownTerminated("3-static") {
 			t.Fatal("killed waiting static pod not finished")
 		}
-		e.expectStatic(map[string]types.UID{"pod1_ns": "2-static", "pod2_ns": "5-static"}, map[string][]types.UID{"pod1_ns": {"3-static", "4-static"}})
+		e.expectStatic(map[string]types.UID{"pod1_ns": "2-static", "pod2_ns": "5-static"}, map[string][]types.UID{"pod1_ns": {"4-static"}})
 
 		// While 2-static terminates, 4-static still waits.
 		e.syncer.blockOn("terminating", "2-static")
@@ -89,9 +90,9 @@ func TestStaticPodExclusion(t *testing.T) {
 		if e.p.IsPodForMirrorPodTerminatingByFullName("pod1_ns") {
 			t.Fatal("a stopped static pod's mirror may go")
 		}
-		e.expectStatic(map[string]types.UID{"pod2_ns": "5-static"}, map[string][]types.UID{"pod1_ns": {"3-static", "4-static"}})
+		e.expectStatic(map[string]types.UID{"pod2_ns": "5-static"}, map[string][]types.UID{"pod1_ns": {"4-static"}})
 
-		// Now 4-static starts on its next update; stopped 3-static is skipped.
+		// Now 4-static starts on its next update.
 		e.update(SyncPodSync, newStatic("4-static", "pod1"))
 		e.expectHistory("4-static", "4-static:sync(sync)")
 		e.expectStatic(map[string]types.UID{"pod1_ns": "4-static", "pod2_ns": "5-static"}, map[string][]types.UID{})

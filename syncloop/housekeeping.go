@@ -24,7 +24,8 @@ import (
 //   - kills, with a grace of 1s, runtime pods that run and that neither the
 //     config nor the pod workers know (orphans);
 //   - forgets the statuses of pods that are gone, and what the runtime
-//     remembers of them (back-offs) when it can forget;
+//     (back-offs) and the event recorder (a pod's last warning) remember
+//     of them when they can forget (a ForgetPod(types.UID) method);
 //   - removes the directories of pods that are gone and whose content may
 //     be removed, when no container of theirs runs;
 //   - every ContainerGCPeriod, has the runtime garbage-collect dead
@@ -137,17 +138,23 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 		}
 	}
 
-	// What the runtime remembers of pods that are gone.
-	if f, ok := l.cfg.Runtime.(podForgetter); ok {
-		l.podsMu.Lock()
-		for uid := range l.seen {
-			if _, w := working[uid]; !w && !desired[uid] {
-				f.ForgetPod(uid)
-				delete(l.seen, uid)
+	// What the runtime (back-offs) and the event recorders (a pod's last
+	// warning) remember of pods that are gone, when they can forget.
+	rf, _ := l.cfg.Runtime.(podForgetter)
+	ef, _ := l.cfg.Recorder.(podForgetter)
+	l.podsMu.Lock()
+	for uid := range l.seen {
+		if _, w := working[uid]; !w && !desired[uid] {
+			if rf != nil {
+				rf.ForgetPod(uid)
 			}
+			if ef != nil {
+				ef.ForgetPod(uid)
+			}
+			delete(l.seen, uid)
 		}
-		l.podsMu.Unlock()
 	}
+	l.podsMu.Unlock()
 
 	// Directories of pods that are gone.
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -171,10 +172,12 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, podSandboxID string) err
 	return nil
 }
 
+// deleteElem removes e from s; the vacated slot is zeroed (slices.Delete),
+// so the backing array keeps no pointer to a removed sandbox or container.
 func deleteElem[T comparable](s []T, e T) []T {
 	for i, x := range s {
 		if x == e {
-			return append(s[:i], s[i+1:]...)
+			return slices.Delete(s, i, i+1)
 		}
 	}
 	return s
