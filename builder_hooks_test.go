@@ -119,11 +119,18 @@ func TestHooksAndParts(t *testing.T) {
 	waitUntil(t, 20*time.Second, sink.changed, "pod Running", func() (bool, string) {
 		return sink.phases()["a-node1"] == v1.PodRunning, ""
 	})
-	for _, what := range []string{"mount", "cgroup", "probes", "container mounts", "parent"} {
-		if h.count(what) == 0 {
-			t.Errorf("hook %q was never called", what)
+	// The prober hears of the pod when the sync that started it returns,
+	// after its status was recorded (syncloop's podSyncer): wait for it
+	// rather than assume it came before the Running status.
+	waitUntil(t, 20*time.Second, nil, "every hook called", func() (bool, string) {
+		var never []string
+		for _, what := range []string{"mount", "cgroup", "probes", "container mounts", "parent"} {
+			if h.count(what) == 0 {
+				never = append(never, what)
+			}
 		}
-	}
+		return len(never) == 0, fmt.Sprintf("hooks never called: %v", never)
+	})
 	if got := agent.ActivePods(); len(got) != 1 || got[0].Name != "a-node1" {
 		t.Errorf("ActivePods() = %v, want the one pod", got)
 	}
