@@ -60,6 +60,18 @@ type Config struct {
 	// synced (10s).
 	StatusUpdateFrequency time.Duration
 	MirrorPeriod          time.Duration
+	// StatusReportFrequency is how often an unchanged node status is still
+	// sent (nodestatus default 5m; the kubelet's nodeStatusReportFrequency).
+	StatusReportFrequency time.Duration
+	// LeaseDurationSeconds and LeaseRenewInterval tune the node lease
+	// (defaults 40 and a quarter of the duration, 10s, as the kubelet's
+	// nodeLeaseDurationSeconds): a node simulator scales them to the load
+	// it may put on the API server.
+	LeaseDurationSeconds int32
+	LeaseRenewInterval   time.Duration
+	// MaxPods is the node's pods capacity (0 = nodestatus.DefaultMaxPods,
+	// 110; the kubelet's maxPods).
+	MaxPods int
 	// PodWatchMaxBackoff caps the wait before the API server pod source
 	// lists and watches again after a failure, so that pods bound during
 	// or after an outage are seen soon after the API server returns. 0 =
@@ -83,6 +95,10 @@ type Config struct {
 	DeclaredFeatures []string
 	// NoLease turns the node lease off.
 	NoLease bool
+	// NoMirrorPods turns the mirror pods off, for an agent without static
+	// pods: the mirror sync lists the node's pods every MirrorPeriod, a
+	// load a simulator of many nodes may not want.
+	NoMirrorPods bool
 	// NoEvents turns off writing the agent's events to the API server
 	// (events/apiserver, on by default). Events tunes that recorder
 	// (Client, NodeName, Clock and Logger are Wire's).
@@ -239,7 +255,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	}
 	setters := nodestatus.SettersConfig{
 		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
-		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine},
+		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine, MaxPods: cfg.MaxPods},
 		AgentVersion: cfg.AgentVersion,
 		Port:         cfg.ServerPort,
 		ReadyChecks:  checks,
@@ -266,6 +282,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		Sink:            nodeSink,
 		Setters:         append(nodestatus.DefaultSetters(setters), declaredFeatures(cfg.DeclaredFeatures)),
 		UpdateFrequency: cfg.StatusUpdateFrequency,
+		ReportFrequency: cfg.StatusReportFrequency,
 		OnReported:      ips.reported,
 		Recorder:        a.EventRecorder(),
 		Rand:            cfg.Rand,
@@ -285,15 +302,18 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	}
 	out := []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}}
 	if !cfg.NoLease {
-		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName, Rand: cfg.Rand, Logger: cfg.Logger})
+		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName,
+			DurationSeconds: cfg.LeaseDurationSeconds, RenewInterval: cfg.LeaseRenewInterval, Rand: cfg.Rand, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, nodekit.ClusterPart{Name: "node lease", Run: lease.Run})
 	}
-	out = append(out, nodekit.ClusterPart{Name: "mirror pods", Run: func(ctx context.Context) error {
-		return mirrors.Run(ctx)
-	}})
+	if !cfg.NoMirrorPods {
+		out = append(out, nodekit.ClusterPart{Name: "mirror pods", Run: func(ctx context.Context) error {
+			return mirrors.Run(ctx)
+		}})
+	}
 	return out, nil
 }
 

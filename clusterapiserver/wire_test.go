@@ -267,3 +267,49 @@ func TestWireReportsEvictionPressure(t *testing.T) {
 		t.Errorf("DiskPressure %+v, want False", c)
 	}
 }
+
+// TestWireLeaseAndCapacityKnobs: LeaseDurationSeconds, LeaseRenewInterval
+// and MaxPods reach the Lease and the Node.
+func TestWireLeaseAndCapacityKnobs(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	agent, err := clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
+		clusterapiserver.Config{Client: client, NodeName: node, Machine: machine, MaxPods: 17,
+			LeaseDurationSeconds: 8, LeaseRenewInterval: 50 * time.Millisecond, NoEvents: true,
+			StatusUpdateFrequency: 50 * time.Millisecond, StatusReportFrequency: time.Minute}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	waitUntil(t, 20*time.Second, "node with pods capacity 17", func() (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		q := n.Status.Capacity[v1.ResourcePods]
+		return q.Value() == 17, q.String()
+	})
+	// Renewed every 50ms: the renew time moves on within a few seconds.
+	var first time.Time
+	waitUntil(t, 20*time.Second, "lease of 8s renewed", func() (bool, string) {
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil || l.Spec.LeaseDurationSeconds == nil || l.Spec.RenewTime == nil {
+			return false, fmt.Sprint(err)
+		}
+		if *l.Spec.LeaseDurationSeconds != 8 {
+			t.Fatalf("leaseDurationSeconds %d, want 8", *l.Spec.LeaseDurationSeconds)
+		}
+		if first.IsZero() {
+			first = l.Spec.RenewTime.Time
+		}
+		return l.Spec.RenewTime.After(first), l.Spec.RenewTime.String()
+	})
+}
