@@ -85,9 +85,12 @@ func (c *apiClients) limiter(node flowcontrol.RateLimiter) flowcontrol.RateLimit
 func (c *apiClients) Shared() kubernetes.Interface { return c.shared }
 func (c *apiClients) Requests() int64              { return c.requests.Load() }
 
-// ForNode is a node's client: its own core and coordination clients (the
-// node's rate limit), everything else the shared client's. It costs a few
-// KB, not a whole clientset.
+// ForNode is a node's client: its own core client for pods and events
+// (the node's rate limit, then the overall one), and, as the kubelet's
+// heartbeat client, core and coordination clients without client-side
+// limits for its Node and Lease, so a node busy with its pods still
+// renews its lease in time; everything else is the shared client's. It
+// costs a few KB, not a whole clientset.
 func (c *apiClients) ForNode() (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(c.cfg)
 	var own flowcontrol.RateLimiter
@@ -99,11 +102,17 @@ func (c *apiClients) ForNode() (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("core client: %w", err)
 	}
-	coord, err := coordinationv1.NewForConfigAndClient(cfg, c.http)
+	hbCfg := rest.CopyConfig(c.cfg)
+	hbCfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	hbCore, err := corev1.NewForConfigAndClient(hbCfg, c.http)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat core client: %w", err)
+	}
+	coord, err := coordinationv1.NewForConfigAndClient(hbCfg, c.http)
 	if err != nil {
 		return nil, fmt.Errorf("coordination client: %w", err)
 	}
-	return &nodeClient{Interface: c.shared, core: core, coord: coord}, nil
+	return &nodeClient{Interface: c.shared, core: &heartbeatCore{CoreV1Interface: core, nodes: hbCore}, coord: coord}, nil
 }
 
 // nodeClient is a node's kubernetes.Interface: what a node agent uses
@@ -116,6 +125,14 @@ type nodeClient struct {
 
 func (n *nodeClient) CoreV1() corev1.CoreV1Interface                         { return n.core }
 func (n *nodeClient) CoordinationV1() coordinationv1.CoordinationV1Interface { return n.coord }
+
+// heartbeatCore sends Node requests through the heartbeat client.
+type heartbeatCore struct {
+	corev1.CoreV1Interface
+	nodes corev1.CoreV1Interface
+}
+
+func (h *heartbeatCore) Nodes() corev1.NodeInterface { return h.nodes.Nodes() }
 
 // bothLimiters takes a token from first, then from second.
 type bothLimiters struct{ first, second flowcontrol.RateLimiter }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
@@ -420,5 +422,51 @@ func TestBothLimiters(t *testing.T) {
 	}
 	if (&apiClients{}).limiter(nil).TryAccept() != true {
 		t.Fatal("no limits: refused")
+	}
+}
+
+// TestNodeClientLimits: a node's pod requests pass its own limit; its
+// Lease and Node requests (the heartbeat) do not wait for it; every
+// request is counted.
+func TestNodeClientLimits(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.Contains(r.URL.Path, "/leases/"):
+			fmt.Fprint(w, `{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"n"}}`)
+		case strings.Contains(r.URL.Path, "/nodes/"):
+			fmt.Fprint(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n"}}`)
+		default:
+			fmt.Fprint(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}}`)
+		}
+	}))
+	defer srv.Close()
+	// One request per node at once, then one per 1000 s.
+	c, err := newAPIClients(&rest.Config{Host: srv.URL}, 0, 0, 0.001, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := c.ForNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := nc.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{}); err != nil {
+		t.Fatalf("first pod request: %v", err)
+	}
+	if _, err := nc.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{}); err == nil {
+		t.Fatal("second pod request within the node's limit passed")
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := nc.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n", metav1.GetOptions{}); err != nil {
+			t.Fatalf("lease request %d: %v", i, err)
+		}
+		if _, err := nc.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{}); err != nil {
+			t.Fatalf("node request %d: %v", i, err)
+		}
+	}
+	if got := c.Requests(); got != 7 {
+		t.Fatalf("Requests = %d, want 7 (the refused one was never sent)", got)
 	}
 }
