@@ -8,7 +8,8 @@
 //   - it creates -pods-per-node pods per node (spec.nodeName, busybox on
 //     the fake runtime) at -create-qps, and records for each the time
 //     from its create request to the first watch event showing it Running
-//     in the API server (p50, p99, max);
+//     in the API server (p50, p99, max), and the CPU the simulator and
+//     kube-apiserver used meanwhile (100% = one core);
 //   - after -settle, it measures over -window the simulator's CPU (its
 //     getrusage, through its control API) and RSS, and the CPU of
 //     kube-apiserver and etcd (/proc/<pid>/stat, pids from
@@ -101,8 +102,8 @@ func run(o options) error {
 		return fmt.Errorf("building examples/simulate: %w", err)
 	}
 	fmt.Printf("load average before: %s\n", loadavg())
-	fmt.Println("| nodes | pods | all Ready | create to Running p50 / p99 / max | simulator RSS (per node) | simulator CPU idle (per node) | kube-apiserver CPU idle | etcd CPU idle | API req/s idle |")
-	fmt.Println("|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| nodes | pods | all Ready | create to Running p50 / p99 / max | CPU meanwhile: simulator / kube-apiserver | simulator RSS (per node) | simulator CPU idle (per node) | kube-apiserver CPU idle | etcd CPU idle | API req/s idle |")
+	fmt.Println("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|")
 	var results []result
 	for _, s := range strings.Split(o.nodes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -219,6 +220,11 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		}
 	}
 	every := time.Duration(float64(time.Second) / o.createQPS)
+	api, etcd := pidOf("kube-apiserver"), pidOf("etcd")
+	if _, err := get(); err != nil { // starts the simulator's CPU interval
+		return result{}, err
+	}
+	busyAt, busyAPI := time.Now(), procCPU(api)
 	if err := parallel(names, every, func(name string) error {
 		var i int
 		fmt.Sscanf(name, "p-%05d", &i)
@@ -237,9 +243,14 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		return result{}, fmt.Errorf("pods Running (%d of %d): %w", w.runningCount(), total, err)
 	}
 	lat := w.latencies()
+	busy, err := get()
+	if err != nil {
+		return result{}, err
+	}
+	busySecs := time.Since(busyAt).Seconds()
+	busyAPICPU := (procCPU(api) - busyAPI).Seconds() / busySecs
 
 	time.Sleep(o.settle)
-	api, etcd := pidOf("kube-apiserver"), pidOf("etcd")
 	if _, err := get(); err != nil { // starts the simulator's CPU interval
 		return result{}, err
 	}
@@ -258,8 +269,8 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		zero := int64(0)
 		return client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
-	line := fmt.Sprintf("| %d | %d | %.1f s | %s / %s / %s | %.0f MB (%.2f MB) | %.1f%% of a core (%.2f mcore) | %.1f%% of a core | %.1f%% of a core | %.1f |",
-		n, total, readyIn.Seconds(), pct(lat, 50), pct(lat, 99), pct(lat, 100),
+	line := fmt.Sprintf("| %d | %d | %.1f s | %s / %s / %s | %.0f%% / %.0f%% | %.0f MB (%.2f MB) | %.1f%% of a core (%.2f mcore) | %.1f%% of a core | %.1f%% of a core | %.1f |",
+		n, total, readyIn.Seconds(), pct(lat, 50), pct(lat, 99), pct(lat, 100), busy.CPU*100, busyAPICPU*100,
 		float64(r.RSSBytes)/1e6, float64(r.RSSBytes)/1e6/float64(n), r.CPU*100, r.CPU*1000/float64(n),
 		apiCPU*100, etcdCPU*100, r.APIRequests)
 	return result{line: line, nodes: n, rss: r.RSSBytes, cpu: r.CPU, apiCPU: apiCPU}, nil
