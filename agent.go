@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kuberuntime"
-	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kuberuntime/logs"
 	"github.com/nodekit/nodekit/kuberuntime/remote"
@@ -55,10 +54,10 @@ type Agent struct {
 	loop      *syncloop.Loop
 	parts     []extraPart
 	prober    *prober.Manager
-	// containerdEvents follows containerd's exits (WithContainerdEvents).
-	containerdEvents *containerdevents.Watcher
-	eviction         atomic.Pointer[eviction.Manager]
-	logRotation      *logs.Manager // container log rotation (builder_logs.go)
+	// endpoint is WithRuntimeEndpoint's.
+	endpoint    string
+	eviction    atomic.Pointer[eviction.Manager]
+	logRotation *logs.Manager // container log rotation (builder_logs.go)
 	// devices reports the device plugins' resources (WithDeviceManager).
 	devices func() (capacity, allocatable v1.ResourceList)
 	// starters run, in order, before any part starts (state to load before

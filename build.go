@@ -41,8 +41,8 @@ type build struct {
 }
 
 // A wiring is one of the one-call wirings (WithProber, WithVolumeManager,
-// WithContainerManager, WithCPUManager, WithMemoryManager, WithEviction,
-// WithContainerdEvents), recorded by its With call as the hooks Build
+// WithEviction, and those of other packages given to WithWiring:
+// cmwire.ContainerManager, cmwire.CPUManager, containerdwire.Events...), recorded by its With call as the hooks Build
 // calls in its phases (nil: none), the wirings in one fixed order (rank),
 // so the order of the With calls does not matter. Hooks are funcs, not an
 // interface, so that a program that never calls a With does not link that
@@ -162,8 +162,8 @@ func (bd *build) checkSettings() {
 	if b.volumeMgr != nil && (b.volumes != nil || b.mounts != nil) {
 		bd.fail(configErr("builder", "WithVolumeManager and WithVolumes both given: use one"))
 	}
-	if b.containerMgr != nil && (b.cgroups != nil || b.cgroupParents != nil) {
-		bd.fail(configErr("builder", "WithContainerManager and WithCgroups both given: use one"))
+	if b.podCgroups != nil && (b.cgroups != nil || b.cgroupParents != nil) {
+		bd.fail(configErr("builder", "%s and WithCgroups both given: use one", b.podCgroupsCall))
 	}
 	for _, p := range b.parts {
 		if p.name == "" || p.run == nil {
@@ -249,7 +249,7 @@ func (bd *build) buildRuntime() {
 		if err != nil {
 			bd.fail(partErr("runtime/remote", err))
 		} else {
-			a.remote, bd.cri = c, c
+			a.remote, bd.cri, a.endpoint = c, c, b.endpoint
 		}
 	}
 	a.cri, bd.driven = bd.cri, bd.cri

@@ -10,9 +10,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/containermgr"
-	"github.com/nodekit/nodekit/containermgr/cpumanager"
-	"github.com/nodekit/nodekit/containermgr/memorymanager"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kuberuntime/logs"
 	"github.com/nodekit/nodekit/kubetypes"
@@ -109,17 +106,18 @@ type settings struct {
 
 	// The one-call wirings, recorded by their With call and built by Build
 	// (build.go) in one fixed order, whatever the order of the calls.
-	wired            []wiring
-	withProber       bool
-	volumeMgr        *volumemgr.Manager
-	containerMgr     *containermgr.Manager
-	cpuMgr           *cpumanager.Manager
-	memoryMgr        *memorymanager.Manager
-	deviceMgr        DeviceManager
-	withEviction     bool
-	withStats        bool
-	clusters         []Cluster
-	containerdEvents bool
+	wired      []wiring
+	withProber bool
+	volumeMgr  *volumemgr.Manager
+	// wiredCalls are the Calls of the WithWiring wirings, podCgroups the
+	// container manager's cgroups one of them gave (builder_wiring.go).
+	wiredCalls     []string
+	podCgroups     PodCgroups
+	podCgroupsCall string
+	deviceMgr      DeviceManager
+	withEviction   bool
+	withStats      bool
+	clusters       []Cluster
 	// misuse holds the problems of With calls (a nil manager, a call made
 	// twice), reported by Build with the rest.
 	misuse []error

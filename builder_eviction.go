@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/eviction/imagegc"
 	"github.com/nodekit/nodekit/kubetypes"
@@ -91,7 +90,7 @@ func (b *Builder) WithEviction(cfg eviction.Config) *Builder {
 //     directory (nodefs), its pod logs and pods directory and the
 //     runtime's container stats (disk use per pod; the directories
 //     measured by a background walker every opts.DiskUsagePeriod), when
-//     WithContainerManager was called (before or after); without a
+//     cmwire.ContainerManager was called (before or after); without a
 //     container manager Stats is required;
 //   - Clock, Logger and Registerer: the Builder's.
 //
@@ -177,15 +176,15 @@ func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpt
 		policy.EvictNonDeletedPods = true
 		cfg.ContainerGC = containerGC{a: a, policy: policy}
 	}
-	if cm := b.containerMgr; cm != nil && cm.EnforcesPodsAllocatable() {
+	if cm := b.podCgroups; cm != nil && cm.EnforcesPodsAllocatable() {
 		// The pods cgroup is limited to allocatable: watch it as the
 		// kubelet does, without a second setting.
 		cfg.EnforceAllocatable = true
 	}
 	if cfg.Stats == nil {
-		cm := b.containerMgr
+		cm := b.podCgroups
 		if cm == nil {
-			return parts, configErr("eviction", "Stats is required when no container manager was wired (WithContainerManager)")
+			return parts, configErr("eviction", "Stats is required when no container manager was wired (cmwire.ContainerManager)")
 		}
 		logs := b.podLogsRoot
 		if logs == "" {
@@ -205,7 +204,7 @@ func (b *settings) buildEviction(a *Agent, cfg eviction.Config, opts EvictionOpt
 		}
 		cfg.Stats, parts.stats = st, st
 	}
-	if cm := b.containerMgr; cm != nil && opts.MemcgNotifier && len(cfg.Notifiers) == 0 {
+	if cm := b.podCgroups; cm != nil && opts.MemcgNotifier && len(cfg.Notifiers) == 0 {
 		ts := cfg.Thresholds
 		if cfg.EnforceAllocatable {
 			ts = eviction.WithAllocatableThresholds(ts)
@@ -330,7 +329,7 @@ func (g containerGC) DeleteAllUnusedContainers(ctx context.Context) error {
 
 // containerMgrLayout is where eviction's cgroup stats read: the container
 // manager's memory cgroups and allocatable memory, known once it started.
-func containerMgrLayout(cm *containermgr.Manager) func() (eviction.CgroupLayout, error) {
+func containerMgrLayout(cm PodCgroups) func() (eviction.CgroupLayout, error) {
 	return func() (eviction.CgroupLayout, error) {
 		root, pods, err := cm.MemoryCgroupPaths()
 		if err != nil {

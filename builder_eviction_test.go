@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
@@ -333,7 +334,7 @@ func TestWithEvictionDefaultStats(t *testing.T) {
 	sink := newNameSink()
 	var built nodekit.EvictionParts
 	root := t.TempDir()
-	agent, err := nodekit.NewBuilder().
+	b := nodekit.NewBuilder().
 		WithNodeName("node1").
 		WithRuntime(rt).
 		WithRootDir(root).
@@ -342,9 +343,8 @@ func TestWithEvictionDefaultStats(t *testing.T) {
 			src.out = out
 			return src, nil
 		}).
-		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: 50 * time.Millisecond}, nodekit.EvictionOptions{Built: &built}).
-		WithContainerManager(cm).
-		Build()
+		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: 50 * time.Millisecond}, nodekit.EvictionOptions{Built: &built})
+	agent, err := cmwire.ContainerManager(b, cm).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,8 +402,7 @@ func TestWithEvictionDerivesEnforceAllocatable(t *testing.T) {
 			t.Fatal(err)
 		}
 		var built nodekit.EvictionParts
-		if _, err := nodekit.NewBuilder().WithNodeName("node1").WithRuntime(rt).WithRootDir(t.TempDir()).
-			WithContainerManager(cm).
+		if _, err := cmwire.ContainerManager(nodekit.NewBuilder().WithNodeName("node1").WithRuntime(rt).WithRootDir(t.TempDir()), cm).
 			WithEvictionOptions(eviction.Config{Thresholds: hard}, nodekit.EvictionOptions{Built: &built}).
 			Build(); err != nil {
 			t.Fatal(err)

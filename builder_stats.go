@@ -16,7 +16,7 @@ import (
 //     ListPodSandboxStats and ImageFsInfo are used when it has them);
 //   - Pods: the runtime engine's running pods (kuberuntime.Manager.GetPods);
 //   - Layout: the container manager's cgroup root and pods cgroup, when
-//     WithContainerManager was called and cfg sets neither Layout nor
+//     cmwire.ContainerManager was called and cfg sets neither Layout nor
 //     CgroupRoot (without either the summary has no cgroup stats);
 //   - NodeFsPath: the agent's root directory; PodLogsRoot: its pod logs;
 //     PodsDir: its pods directory (emptyDir volumes).
@@ -60,7 +60,7 @@ func (bd *build) buildStats(cfg stats.Config) (*stats.Provider, error) {
 	if cfg.Pods == nil && a.mgr != nil {
 		cfg.Pods = a.mgr
 	}
-	if cm := b.containerMgr; cm != nil && cfg.Layout == nil && cfg.CgroupRoot == "" {
+	if cm := b.podCgroups; cm != nil && cfg.Layout == nil && cfg.CgroupRoot == "" {
 		cfg.Layout = func() (stats.CgroupLayout, error) {
 			root, pods, err := cm.MemoryCgroupPaths()
 			return stats.CgroupLayout{CgroupRoot: root, PodsCgroup: pods}, err

@@ -28,6 +28,22 @@
 // dependency order (runtime connection, podconfig and its sources, pleg, the
 // sync loop) and stopping them in reverse order.
 //
+// Optional parts that an agent on the fake runtime does not need are wired
+// by packages of their own that import this one, so a program that does
+// not call them does not link them (this package imports none of them):
+//
+//	cmwire.ContainerManager(b, cm)   // containermgr/cmwire: cgroups; also CPUManager, MemoryManager
+//	containerdwire.Events(b, "", nil) // containerd's task events
+//	agentserver.Wire(b, cfg)          // the kubelet's HTTPS API
+//	clusterapiserver.Wire(b, cfg)     // join a cluster's API server
+//
+// Each adds its hooks through the Builder's generic ones: WithWiring (a
+// Wiring's hooks run in one fixed order, its Rank, whatever the order of
+// the calls), WithAgentPart, WithPart, WithPodTerminated,
+// WithAdmitHandler, WithRuntimeConfig and WithSyncLoopConfig. A new
+// optional part follows them; the root declares what it reads of a part as
+// a small interface (PodCgroups, DeviceManager).
+//
 // Events: every part records the kubelet's events (image pulls, container
 // starts, back-offs, probe failures, rejections, evictions, node conditions)
 // through one kubetypes.EventRecorder, the logger's (package events) plus
@@ -36,7 +52,7 @@
 //
 // The stats the kubelet serves on /stats/summary and /metrics/resource come
 // from a stats.Provider wired to the agent's runtime, its pods, the container
-// manager's cgroups (when WithContainerManager is used) and its root
+// manager's cgroups (when cmwire.ContainerManager is used) and its root
 // directory, made by Build:
 //
 //	var summary *stats.Provider

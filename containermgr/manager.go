@@ -83,7 +83,7 @@ type Config struct {
 	// Recorder records, on the node (NodeName), NodeAllocatableEnforced
 	// when the allocatable limit is set on the pods cgroup and
 	// FailedNodeAllocatableEnforcement for each failed try. Nil records
-	// none (the Builder's WithContainerManager gives the agent's recorder
+	// none (cmwire.ContainerManager gives the agent's recorder
 	// to a manager without one: UseEventRecorder).
 	Recorder   kubetypes.EventRecorder
 	NodeName   string

@@ -36,6 +36,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/containerdwire"
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/pleg"
@@ -245,7 +246,7 @@ func run(ctx context.Context, o options) error {
 	} else {
 		b.WithRuntimeEndpoint(o.endpoint)
 		if o.containerdEvents {
-			b.WithContainerdEvents("")
+			containerdwire.Events(b, "", nil)
 		}
 	}
 	if err := o.api.wire(b, o.nodeName, root); err != nil {

@@ -38,5 +38,5 @@
 //	})
 //	go w.Run(ctx)
 //
-// nodekit's Builder does this with WithContainerdEvents.
+// nodekit's Builder does this with containerdwire.Events.
 package containerdevents

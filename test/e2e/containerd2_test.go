@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/kuberuntime"
 )
 
@@ -67,14 +68,13 @@ func TestWrongCgroupDriverOnContainerd2(t *testing.T) {
       requests: {cpu: 100m, memory: 32Mi}
 `))
 	core, logs := observer.New(zapcore.InfoLevel)
-	agent, err := nodekit.NewBuilder().
+	b := nodekit.NewBuilder().
 		WithNodeName(nodeName).
 		WithRuntimeEndpoint(e.endpoint).
 		WithManifestDir(manifests).
 		WithRootDir(dir).
-		WithLogger(zap.New(core)).
-		WithContainerManager(mgr).
-		Build()
+		WithLogger(zap.New(core))
+	agent, err := cmwire.ContainerManager(b, mgr).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/containerdwire"
+	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
 )
 
 // exitSink remembers, per pod, the first terminated state reported for
@@ -87,7 +89,7 @@ spec:
 }
 
 // TestContainerdEventsExitWithoutRelist runs the Agent in process on
-// containerd with WithContainerdEvents and a 30s relist period: a
+// containerd with containerdwire.Events and a 30s relist period: a
 // container's exit still reaches its pod status within seconds (from
 // containerd's /tasks/exit event: containerd 1.6's CRI has no container
 // events), and a restartPolicy Always pod restarts as it should afterwards.
@@ -114,10 +116,11 @@ func TestContainerdEventsExitWithoutRelist(t *testing.T) {
 	onceName, restartName := once+"-"+nodeName, restart+"-"+nodeName
 
 	sink := &exitSink{first: map[string]exitSeen{}, latest: map[string]v1.PodStatus{}}
-	agent, err := nodekit.NewBuilder().
+	var watcher *containerdevents.Watcher
+	b := nodekit.NewBuilder().
 		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithContainerdEvents("").
+		WithRuntimeEndpoint(e.endpoint)
+	agent, err := containerdwire.Events(b, "", &watcher).
 		WithManifestDir(manifests).
 		WithRootDir(dir).
 		WithStatusSink(sink).
@@ -163,7 +166,7 @@ func TestContainerdEventsExitWithoutRelist(t *testing.T) {
 			t.Errorf("%s: exit %d %q, want %d %q", pod, x.term.ExitCode, x.term.Reason, wantCode, wantReason)
 		}
 	}
-	if agent.ContainerdEvents().Stats().Delivered == 0 {
+	if watcher.Stats().Delivered == 0 {
 		t.Error("the watcher delivered no event")
 	}
 

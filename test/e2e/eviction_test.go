@@ -25,6 +25,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kubetypes"
 )
@@ -202,7 +203,7 @@ func TestEvictionMemoryPressure(t *testing.T) {
 	statuses := &podStatuses{st: map[string]v1.PodStatus{}}
 	var built nodekit.EvictionParts
 	root := t.TempDir()
-	agent, err := nodekit.NewBuilder().
+	b := nodekit.NewBuilder().
 		WithNodeName(nodeName).
 		WithRuntimeEndpoint(e.endpoint).
 		WithRootDir(root).
@@ -211,9 +212,8 @@ func TestEvictionMemoryPressure(t *testing.T) {
 		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &apiSource{out: out, sets: sets}, nil
 		}).
-		WithContainerManager(mgr).
-		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: time.Second}, nodekit.EvictionOptions{Built: &built, MemcgNotifier: true}).
-		Build()
+		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: time.Second}, nodekit.EvictionOptions{Built: &built, MemcgNotifier: true})
+	agent, err := cmwire.ContainerManager(b, mgr).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

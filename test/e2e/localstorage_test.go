@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
@@ -95,7 +96,7 @@ func TestEvictionLocalStorage(t *testing.T) {
 	}
 	sets := make(chan []*v1.Pod, 1)
 	statuses := &podStatuses{st: map[string]v1.PodStatus{}}
-	agent, err := nodekit.NewBuilder().
+	b := nodekit.NewBuilder().
 		WithNodeName(nodeName).
 		WithRuntimeEndpoint(e.endpoint).
 		WithRootDir(root).
@@ -104,10 +105,9 @@ func TestEvictionLocalStorage(t *testing.T) {
 		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &apiSource{out: out, sets: sets}, nil
 		}).
-		WithContainerManager(cm).
 		WithVolumeManager(vm).
-		WithEvictionOptions(eviction.Config{Interval: time.Second}, nodekit.EvictionOptions{DiskUsagePeriod: time.Second}).
-		Build()
+		WithEvictionOptions(eviction.Config{Interval: time.Second}, nodekit.EvictionOptions{DiskUsagePeriod: time.Second})
+	agent, err := cmwire.ContainerManager(b, cm).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package nodekit_test
+package cmwire_test
 
 import (
 	"os"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
@@ -57,15 +58,14 @@ func TestCgroupDriverFromRuntime(t *testing.T) {
 			}
 			core, logs := observer.New(zapcore.InfoLevel)
 			sink := newNameSink()
-			agent, err := nodekit.NewBuilder().
+			b := nodekit.NewBuilder().
 				WithNodeName("node1").
 				WithRuntime(rt).
 				WithManifestDir(dir).
 				WithRootDir(t.TempDir()).
 				WithStatusSink(sink).
-				WithLogger(zap.New(core)).
-				WithContainerManager(cm).
-				Build()
+				WithLogger(zap.New(core))
+			agent, err := cmwire.ContainerManager(b, cm).Build()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package nodekit_test
+package containerdwire_test
 
 import (
 	"context"
@@ -14,18 +14,19 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/containerdwire"
 	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
 	"github.com/nodekit/nodekit/kubetypes"
 )
 
-func TestWithContainerdEventsNeedsAnEndpoint(t *testing.T) {
-	_, err := nodekit.NewBuilder().WithNodeName("n").WithRootDir(t.TempDir()).WithFakeRuntime().
-		WithContainerdEvents("").Build()
+func TestEventsNeedsAnEndpoint(t *testing.T) {
+	_, err := containerdwire.Events(nodekit.NewBuilder().WithNodeName("n").WithRootDir(t.TempDir()).WithFakeRuntime(), "", nil).
+		Build()
 	if !errors.Is(err, nodekit.ErrInvalidConfig) || !strings.Contains(err.Error(), "containerdevents") {
 		t.Fatalf("Build: %v", err)
 	}
-	_, err = nodekit.NewBuilder().WithNodeName("n").WithRootDir(t.TempDir()).WithFakeRuntime().
-		WithContainerdEvents("tcp://1.2.3.4:5").Build()
+	_, err = containerdwire.Events(nodekit.NewBuilder().WithNodeName("n").WithRootDir(t.TempDir()).WithFakeRuntime(), "tcp://1.2.3.4:5", nil).
+		Build()
 	if !errors.Is(err, nodekit.ErrInvalidConfig) || !strings.Contains(err.Error(), "Endpoint") {
 		t.Fatalf("Build: %v", err)
 	}
@@ -66,12 +67,13 @@ func (s *firstExitSink) get(name string) (bool, *v1.ContainerStateTerminated) {
 func TestContainerdEventExitWithoutRelist(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	sink := &firstExitSink{running: map[string]bool{}, exit: map[string]*v1.ContainerStateTerminated{}}
-	a, err := nodekit.NewBuilder().
+	var watcher *containerdevents.Watcher
+	b := nodekit.NewBuilder().
 		WithNodeName("node1").
 		WithFakeRuntime("busybox:1").
 		WithRootDir(t.TempDir()).
-		WithStatusSink(sink).
-		WithContainerdEvents(filepath.Join(t.TempDir(), "no-containerd.sock")).
+		WithStatusSink(sink)
+	a, err := containerdwire.Events(b, filepath.Join(t.TempDir(), "no-containerd.sock"), &watcher).
 		WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &onePodSource{out: out, pods: []*v1.Pod{evPod()}}, nil
 		}).
@@ -79,7 +81,7 @@ func TestContainerdEventExitWithoutRelist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.ContainerdEvents() == nil {
+	if watcher == nil {
 		t.Fatal("no watcher")
 	}
 	a.PLEG().SetRelistPeriod(10*time.Minute, 20*time.Minute)
@@ -115,7 +117,7 @@ func TestContainerdEventExitWithoutRelist(t *testing.T) {
 		t.Fatalf("running containers: %v %v", cs, err)
 	}
 	finished := time.Now().Add(-time.Millisecond).Truncate(time.Second)
-	nodekit.ContainerdEventHandler(a.PLEG())(ctx, containerdevents.Event{
+	containerdwire.Handler(a.PLEG())(ctx, containerdevents.Event{
 		Type: containerdevents.Exit, ContainerID: cs[0].Id, ExitCode: 137, FinishedAt: finished, OOMKilled: true,
 	})
 	poll("terminated", func() bool { _, x := sink.get("web"); return x != nil })

@@ -1,4 +1,4 @@
-package nodekit_test
+package cmwire_test
 
 import (
 	"os"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
+	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/topology"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
@@ -57,15 +58,13 @@ func TestWithContainerAndCPUManagers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := newNameSink()
-	agent, err := nodekit.NewBuilder().
+	b := nodekit.NewBuilder().
 		WithNodeName("node1").
 		WithRuntime(rt).
 		WithManifestDir(dir).
 		WithRootDir(t.TempDir()).
-		WithStatusSink(sink).
-		WithContainerManager(cm).
-		WithCPUManager(cpus).
-		Build()
+		WithStatusSink(sink)
+	agent, err := cmwire.CPUManager(cmwire.ContainerManager(b, cm), cpus).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
