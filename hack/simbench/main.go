@@ -102,8 +102,8 @@ func run(o options) error {
 		return fmt.Errorf("building examples/simulate: %w", err)
 	}
 	fmt.Printf("load average before: %s\n", loadavg())
-	fmt.Println("| nodes | pods | all Ready | create to Running p50 / p99 / max | CPU meanwhile: simulator / kube-apiserver | simulator RSS (per node) | simulator CPU idle (per node) | kube-apiserver CPU idle | etcd CPU idle | API req/s idle |")
-	fmt.Println("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| nodes | pods | all Ready | create to Running p50 / p99 / max | CPU meanwhile: simulator / kube-apiserver | simulator RSS (per node) | simulator CPU idle (per node) | kube-apiserver CPU idle | etcd CPU idle | kube-apiserver RSS | API req/s idle |")
+	fmt.Println("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
 	var results []result
 	for _, s := range strings.Split(o.nodes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -269,10 +269,10 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		zero := int64(0)
 		return client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
-	line := fmt.Sprintf("| %d | %d | %.1f s | %s / %s / %s | %.0f%% / %.0f%% | %.0f MB (%.2f MB) | %.1f%% of a core (%.2f mcore) | %.1f%% of a core | %.1f%% of a core | %.1f |",
+	line := fmt.Sprintf("| %d | %d | %.1f s | %s / %s / %s | %.0f%% / %.0f%% | %.0f MB (%.2f MB) | %.1f%% of a core (%.2f mcore) | %.1f%% of a core | %.1f%% of a core | %.0f MB | %.1f |",
 		n, total, readyIn.Seconds(), pct(lat, 50), pct(lat, 99), pct(lat, 100), busy.CPU*100, busyAPICPU*100,
 		float64(r.RSSBytes)/1e6, float64(r.RSSBytes)/1e6/float64(n), r.CPU*100, r.CPU*1000/float64(n),
-		apiCPU*100, etcdCPU*100, r.APIRequests)
+		apiCPU*100, etcdCPU*100, float64(procRSS(api))/1e6, r.APIRequests)
 	return result{line: line, nodes: n, rss: r.RSSBytes, cpu: r.CPU, apiCPU: apiCPU}, nil
 }
 
@@ -443,6 +443,24 @@ func procCPU(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// procRSS is the VmRSS of pid in bytes (0 if unknown).
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
 }
 
 func loadavg() string {
