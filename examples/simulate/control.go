@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"strings"
 	"time"
 )
@@ -18,8 +19,14 @@ import (
 //	GET  /nodes                   every node's state (JSON)
 //	POST /nodes/{glob}/{action}   start, stop, kill or restart the nodes matching glob
 //	GET  /report                  the last report (JSON)
-func controlHandler(sim *simulator, rep *reporter) http.Handler {
+//
+// With pprof, Go's profiles are served under /debug/pprof/ too.
+func controlHandler(sim *simulator, rep *reporter, pprof bool) http.Handler {
 	mux := http.NewServeMux()
+	if pprof {
+		mux.HandleFunc("GET /debug/pprof/", httppprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", httppprof.Profile)
+	}
 	mux.HandleFunc("GET /nodes", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, sim.states())
 	})

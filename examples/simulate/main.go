@@ -86,6 +86,7 @@ type options struct {
 	root      string
 	control   string
 	stdin     bool
+	pprof     bool
 	report    time.Duration
 	duration  time.Duration
 	verbose   bool
@@ -123,6 +124,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.root, "root", "", "state directory (a directory per node); default: a new temporary directory, removed at exit")
 	fs.StringVar(&o.control, "control", "127.0.0.1:0", "loopback address of the control API (empty: none)")
 	fs.BoolVar(&o.stdin, "stdin", false, "read control commands from stdin")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiles on the control API (/debug/pprof/)")
 	fs.DurationVar(&o.report, "report", 10*time.Second, "report interval (0: none)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C or SIGTERM")
 	fs.BoolVar(&o.verbose, "v", false, "log what the simulator does (info level)")
@@ -234,7 +236,7 @@ func run(ctx context.Context, o options, cl clients, stdin io.Reader, out io.Wri
 	if o.control != "" {
 		addrc := make(chan net.Addr, 1)
 		launch("control", func() error {
-			return serveControl(ctx, o.control, controlHandler(sim, rep), func(a net.Addr) { addrc <- a })
+			return serveControl(ctx, o.control, controlHandler(sim, rep, o.pprof), func(a net.Addr) { addrc <- a })
 		})
 		select {
 		case controlAddr = <-addrc:

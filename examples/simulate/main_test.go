@@ -222,6 +222,19 @@ func TestSimulatorOnFakeAPI(t *testing.T) {
 	if code, body := post("/nodes/u-2/start"); code != 200 || !strings.Contains(body, "running") {
 		t.Fatalf("starting a running node: %d %s (want an error in a 200: the node was matched)", code, body)
 	}
+	// restart stops and starts a running node, and starts a stopped one.
+	if code, body := post("/nodes/u-0/stop"); code != 200 {
+		t.Fatalf("stop u-0: %d %s", code, body)
+	}
+	if code, body := post("/nodes/u-[02]/restart"); code != 200 || strings.Contains(body, "error") {
+		t.Fatalf("restart: %d %s", code, body)
+	}
+	want := map[string]int{"u-0": 2, "u-1": 2, "u-2": 3}
+	for _, st := range h.sim.states() {
+		if st.State != stateRunning || st.Starts != want[st.Name] {
+			t.Errorf("after restart: %+v, want running with %d starts", st, want[st.Name])
+		}
+	}
 }
 
 func TestOptionsRefused(t *testing.T) {
