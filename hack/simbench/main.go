@@ -58,7 +58,6 @@ type options struct {
 	settle      time.Duration
 	window      time.Duration
 	extraArgs   string
-	keep        bool
 }
 
 func main() {
