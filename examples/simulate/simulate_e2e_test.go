@@ -36,7 +36,7 @@ const (
 	// takes a node whose lease is e2eGrace old as gone.
 	e2eLease = 20 * time.Second
 	e2eRenew = 4 * time.Second
-	e2eGrace = 20 * time.Second
+	e2eGrace = 30 * time.Second
 	// e2eTermGrace is the grace period of the pods that ignore SIGTERM.
 	e2eTermGrace = 5
 )
@@ -196,45 +196,49 @@ func TestSimulatedNodesAgainstAPIServer(t *testing.T) {
 		t.Fatalf("kill = %v, %v", got, err)
 	}
 	killedAt := time.Now()
-	lastRenew := map[string]time.Time{}
-	checkOthers := func() string {
-		var bad []string
+	// checkNodes: a killed node's lease must never be renewed after the
+	// kill (its agent has returned); it returns what is wrong with the
+	// live nodes (a lease older than its duration, not Ready).
+	checkNodes := func() []string {
+		var live []string
 		leases := leasesOf(t, admin, prefix)
 		for i := 0; i < e2eNodes; i++ {
 			name := fmt.Sprintf(o.namePattern, i)
 			l := leases[name]
 			if l == nil || l.Spec.RenewTime == nil {
-				bad = append(bad, name+": no lease")
+				live = append(live, name+": no lease")
 				continue
 			}
 			renew := l.Spec.RenewTime.Time
 			if killed[name] {
-				if prev, ok := lastRenew[name]; ok && renew.After(prev) && renew.After(killedAt.Add(time.Second)) {
-					bad = append(bad, fmt.Sprintf("%s: killed, but its lease was renewed at %v", name, renew))
+				if renew.After(killedAt.Add(time.Second)) {
+					t.Fatalf("%s: killed at %v, but its lease was renewed at %v", name, killedAt, renew)
 				}
-				lastRenew[name] = renew
 				continue
 			}
-			// A live node's lease is at most a lease duration old (the
-			// renew interval plus the API server's delays).
 			if age := time.Since(renew); age > e2eLease {
-				bad = append(bad, fmt.Sprintf("%s: live, lease %v old", name, age.Round(time.Millisecond)))
+				live = append(live, fmt.Sprintf("%s: live, lease %v old", name, age.Round(time.Millisecond)))
 			}
 		}
 		for _, n := range nodesOf(t, admin, prefix) {
 			if !killed[n.Name] && !nodeReady(&n) {
-				bad = append(bad, n.Name+": live, but not Ready")
+				live = append(live, n.Name+": live, but not Ready")
 			}
 		}
-		return strings.Join(bad, "; ")
+		return live
 	}
 	what := "the killed nodes' leases expire"
 	if nlc {
 		what += " and their Nodes go NotReady"
 	}
-	poll(t, 90*time.Second, what, func() (bool, string) {
-		if bad := checkOthers(); bad != "" {
-			t.Fatalf("after the kill: %s", bad)
+	transient := 0
+	poll(t, 120*time.Second, what, func() (bool, string) {
+		if live := checkNodes(); len(live) > 0 {
+			// Logged, not failed: an API server starved of CPU can delay
+			// a renewal past the grace period. The live nodes must be
+			// Ready with fresh leases at the end (below).
+			transient++
+			t.Logf("during the wait: %s", strings.Join(live, "; "))
 		}
 		leases := leasesOf(t, admin, prefix)
 		var waiting []string
@@ -255,10 +259,17 @@ func TestSimulatedNodesAgainstAPIServer(t *testing.T) {
 		slices.Sort(waiting)
 		return len(waiting) == 0, strings.Join(waiting, "; ")
 	})
-	t.Logf("%v: the %d killed nodes' leases expired (NotReady checked: %v) %v after the kill; the other %d Ready",
-		time.Since(start).Round(time.Second), e2eKilled, nlc, time.Since(killedAt).Round(time.Second), e2eNodes-e2eKilled)
-	if bad := checkOthers(); bad != "" {
-		t.Fatal(bad)
+	t.Logf("%v: the %d killed nodes' leases expired (NotReady checked: %v) %v after the kill; live-node problems seen in %d polls",
+		time.Since(start).Round(time.Second), e2eKilled, nlc, time.Since(killedAt).Round(time.Second), transient)
+	poll(t, 30*time.Second, fmt.Sprintf("the other %d nodes Ready with fresh leases", e2eNodes-e2eKilled), func() (bool, string) {
+		live := checkNodes()
+		return len(live) == 0, strings.Join(live, "; ")
+	})
+	// The killed ones stay as they are.
+	for _, n := range nodesOf(t, admin, prefix) {
+		if killed[n.Name] && nlc && nodeReady(&n) {
+			t.Errorf("%s: killed, Ready again", n.Name)
+		}
 	}
 	if !nlc {
 		t.Log("NotReady not checked: NODEKIT_NODELIFECYCLE_CONTROLLER is not set (hack/kube-apiserver.sh build makes it); " +
