@@ -60,6 +60,9 @@ type Agent struct {
 	logRotation *logs.Manager // container log rotation (builder_logs.go)
 	// devices reports the device plugins' resources (WithDeviceManager).
 	devices func() (capacity, allocatable v1.ResourceList)
+	// readyChecks and nodeStatusKick: builder_nodeready.go.
+	readyChecks    []func() error
+	nodeStatusKick chan struct{}
 	// starters run, in order, before any part starts (state to load before
 	// the first pod is admitted).
 	starters []func(ctx context.Context) error

@@ -329,7 +329,7 @@ func (bd *build) buildSources() {
 	}
 	a.podConfig = pc
 	if b.manifestDir != "" {
-		if err := a.addFileSource(b.manifestDir, b.nodeName, bd.clk, bd.log, bd.sourceError(kubetypes.SourceFile)); err != nil {
+		if err := a.addFileSource(b.manifestDir, b.nodeName, b.filePeriod, bd.clk, bd.log, bd.sourceError(kubetypes.SourceFile)); err != nil {
 			bd.fail(err)
 		}
 	}
@@ -490,6 +490,7 @@ func (bd *build) connect() {
 	}
 	bd.buildLogRotation()
 	a.parts = append(a.parts, b.parts...)
+	bd.nodeReady()
 	bd.clusterParts()
 	bd.agentParts()
 }

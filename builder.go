@@ -3,6 +3,7 @@ package nodekit
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -74,7 +75,9 @@ type settings struct {
 	fakeImages  []string
 	runtimes    int
 	manifestDir string
-	sources     []namedSource
+	// filePeriod and urlPeriod: WithManifestPeriods (builder_sources.go).
+	filePeriod, urlPeriod time.Duration
+	sources               []namedSource
 	// sourceErrors receives what the sources refuse (WithSourceErrors).
 	sourceErrors func(source string, err error)
 	mode         podconfig.Mode
@@ -82,6 +85,7 @@ type settings struct {
 	podLogsRoot  string
 	sink         podstatus.Sink
 	admitters    []syncloop.AdmitHandler
+	readyChecks  []func() error // WithNodeReadyCheck (builder_nodeready.go)
 	allocatable  func() v1.ResourceList
 	clock        clock.WithTicker
 	logger       *zap.Logger
@@ -253,13 +257,13 @@ func partErr(part string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, part, err)
 }
 
-func (a *Agent) addFileSource(path, node string, clk clock.WithTicker, log *zap.Logger, onError func(error)) error {
+func (a *Agent) addFileSource(path, node string, period time.Duration, clk clock.WithTicker, log *zap.Logger, onError func(error)) error {
 	ch, err := a.podConfig.Channel(kubetypes.SourceFile)
 	if err != nil {
 		return partErr("podconfig", err)
 	}
 	fs, err := podconfig.NewFileSource(podconfig.FileSourceConfig{
-		Path: path, NodeName: node, Clock: clk, Logger: log, Out: ch,
+		Path: path, NodeName: node, Period: period, Clock: clk, Logger: log, Out: ch,
 		// The file source logs each refused manifest itself, once and
 		// saying whether a last good version keeps running.
 		OnError: func(_ string, err error) {

@@ -31,11 +31,21 @@ func (b *Builder) WithManifestURL(url string, header http.Header) *Builder {
 	header = header.Clone()
 	b.sources = append(b.sources, namedSource{name: kubetypes.SourceHTTP, build: func(bd *build, out chan<- kubetypes.PodUpdate) (PodSource, error) {
 		return podconfig.NewHTTPSource(podconfig.HTTPSourceConfig{
-			URL: url, Header: header, NodeName: bd.b.nodeName,
+			URL: url, Header: header, NodeName: bd.b.nodeName, Period: bd.b.urlPeriod,
 			Clock: bd.clk, Logger: bd.log, Out: out,
 			OnError: bd.sourceError(kubetypes.SourceHTTP),
 		})
 	}})
+	return b
+}
+
+// WithManifestPeriods sets how often the manifest directory
+// (WithManifestDir) and the manifest URL (WithManifestURL) are read again
+// in full: the kubelet's fileCheckFrequency and httpCheckFrequency. 0
+// keeps podconfig's default (20 s each); file system events still make
+// the directory's changes seen at once.
+func (b *Builder) WithManifestPeriods(dir, url time.Duration) *Builder {
+	b.filePeriod, b.urlPeriod = dir, url
 	return b
 }
 

@@ -270,3 +270,40 @@ func TestHealthyBeforeRun(t *testing.T) {
 		t.Fatalf("Healthy before Run = %v", err)
 	}
 }
+
+// WithManifestPeriods sets the manifest URL's fetch period (the kubelet's
+// httpCheckFrequency): three fetches arrive long before the default 20 s
+// period would allow a second; a negative period fails Build.
+func TestWithManifestPeriods(t *testing.T) {
+	fetched := make(chan struct{}, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(urlPod))
+		select {
+		case fetched <- struct{}{}:
+		default:
+		}
+	}))
+	defer srv.Close()
+	a, err := nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime("busybox:1").
+		WithRootDir(t.TempDir()).WithLogger(zap.NewNop()).
+		WithManifestURL(srv.URL+"/pods", nil).WithManifestPeriods(time.Second, 50*time.Millisecond).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := runAgent(t, a)
+	wait := deadline(t, ctx)
+	for i := 0; i < 3; i++ {
+		select {
+		case <-fetched:
+		case <-wait.Done():
+			t.Fatalf("%d fetches before the deadline, want 3 at a 50ms period", i)
+		}
+	}
+
+	_, err = nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime().WithRootDir(t.TempDir()).
+		WithLogger(zap.NewNop()).WithManifestDir(t.TempDir()).WithManifestPeriods(-time.Second, 0).Build()
+	if !errors.Is(err, nodekit.ErrInvalidConfig) || !strings.Contains(err.Error(), "Period") {
+		t.Errorf("negative file period: %v", err)
+	}
+}

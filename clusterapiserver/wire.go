@@ -60,18 +60,28 @@ type Config struct {
 	// synced (10s).
 	StatusUpdateFrequency time.Duration
 	MirrorPeriod          time.Duration
-	// StatusReportFrequency is how often an unchanged node status is still
-	// sent (nodestatus default 5m; the kubelet's nodeStatusReportFrequency).
+	// StatusReportFrequency is how often an unchanged node status is
+	// still reported (the kubelet's nodeStatusReportFrequency; nodestatus
+	// default 5m). LeaseDurationSeconds is the node lease's duration (the
+	// kubelet's nodeLeaseDurationSeconds; default 40, renewed every
+	// quarter of it).
 	StatusReportFrequency time.Duration
-	// LeaseDurationSeconds and LeaseRenewInterval tune the node lease
-	// (defaults 40 and a quarter of the duration, 10s, as the kubelet's
-	// nodeLeaseDurationSeconds): a node simulator scales them to the load
-	// it may put on the API server.
-	LeaseDurationSeconds int32
-	LeaseRenewInterval   time.Duration
-	// MaxPods is the node's pods capacity (0 = nodestatus.DefaultMaxPods,
-	// 110; the kubelet's maxPods).
-	MaxPods int
+	LeaseDurationSeconds  int32
+	// LeaseRenewInterval is how often the lease is renewed (0 = a quarter
+	// of its duration, 10s): a node simulator scales it to the load it
+	// may put on the API server.
+	LeaseRenewInterval time.Duration
+	// MaxPods and PodsPerCore give the node's pods capacity (the kubelet's
+	// maxPods, default 110, and podsPerCore: at most that many pods per
+	// core when positive).
+	MaxPods     int
+	PodsPerCore int
+	// Reservation, when set, is what the node holds back from its
+	// capacity (system- and kube-reserved and the hard eviction
+	// thresholds): the Node's allocatable is capacity minus it, as the
+	// kubelet reports it. kubeletconfig/managers' Built.Reservation gives
+	// the container manager's. Nil: allocatable is the capacity.
+	Reservation func() v1.ResourceList
 	// PodWatchMaxBackoff caps the wait before the API server pod source
 	// lists and watches again after a failure, so that pods bound during
 	// or after an outage are seen soon after the API server returns. 0 =
@@ -253,9 +263,12 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	if p := a.PLEG(); p != nil {
 		checks = append(checks, nodestatus.PLEGCheck(p.Healthy))
 	}
+	// The Builder's WithNodeReadyCheck checks (the node shutdown's).
+	checks = append(checks, a.NodeReadyChecks()...)
 	setters := nodestatus.SettersConfig{
-		Address:      nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
-		Machine:      nodestatus.MachineInfoConfig{Machine: cfg.Machine, MaxPods: cfg.MaxPods},
+		Address: nodestatus.AddressConfig{NodeIPs: cfg.NodeIPs, AllowLoopback: cfg.AllowLoopbackNodeIP},
+		Machine: nodestatus.MachineInfoConfig{Machine: cfg.Machine, MaxPods: cfg.MaxPods, PodsPerCore: cfg.PodsPerCore,
+			Reservation: cfg.Reservation},
 		AgentVersion: cfg.AgentVersion,
 		Port:         cfg.ServerPort,
 		ReadyChecks:  checks,
@@ -284,6 +297,7 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 		UpdateFrequency: cfg.StatusUpdateFrequency,
 		ReportFrequency: cfg.StatusReportFrequency,
 		OnReported:      ips.reported,
+		UpdateNow:       a.NodeStatusUpdateRequests(),
 		Recorder:        a.EventRecorder(),
 		Rand:            cfg.Rand,
 		Logger:          cfg.Logger,

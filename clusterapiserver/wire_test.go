@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/fake"
@@ -268,15 +270,69 @@ func TestWireReportsEvictionPressure(t *testing.T) {
 	}
 }
 
-// TestWireLeaseAndCapacityKnobs: LeaseDurationSeconds, LeaseRenewInterval
-// and MaxPods reach the Lease and the Node.
-func TestWireLeaseAndCapacityKnobs(t *testing.T) {
+// A WithNodeReadyCheck check makes the node NotReady with its message, and
+// RequestNodeStatusUpdate reports it at once (not at the next 10s period):
+// the node shutdown's path.
+func TestWireNodeReadyCheckAndUpdateNow(t *testing.T) {
+	client := fake.NewClientset()
+	var shuttingDown atomic.Bool
+	b := nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()).
+		WithNodeReadyCheck(func() error {
+			if shuttingDown.Load() {
+				return errors.New("node is shutting down")
+			}
+			return nil
+		})
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: node, Machine: machine, NoEvents: true}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	ready := func() (v1.NodeCondition, bool) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return v1.NodeCondition{}, false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c, true
+			}
+		}
+		return v1.NodeCondition{}, false
+	}
+	waitUntil(t, 10*time.Second, "node Ready", func() (bool, string) {
+		c, _ := ready()
+		return c.Status == v1.ConditionTrue, c.Message
+	})
+	shuttingDown.Store(true)
+	agent.RequestNodeStatusUpdate()
+	waitUntil(t, 3*time.Second, "node NotReady at once", func() (bool, string) {
+		c, _ := ready()
+		return c.Status == v1.ConditionFalse && c.Reason == "KubeletNotReady" && c.Message == "node is shutting down", c.Message
+	})
+}
+
+// MaxPods and PodsPerCore make the node's pods capacity (2 cores × 3 = 6,
+// under maxPods 17); LeaseDurationSeconds is the lease's duration;
+// Reservation is held back from the allocatable memory (4Gi - 1Gi).
+func TestWireNodeCapacityAndLease(t *testing.T) {
 	client := fake.NewClientset()
 	ctx := t.Context()
-	agent, err := clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
-		clusterapiserver.Config{Client: client, NodeName: node, Machine: machine, MaxPods: 17,
-			LeaseDurationSeconds: 8, LeaseRenewInterval: 50 * time.Millisecond, NoEvents: true,
-			StatusUpdateFrequency: 50 * time.Millisecond, StatusReportFrequency: time.Minute}).Build()
+	lg := zap.NewNop()
+	b := nodekit.NewBuilder().WithLogger(lg).WithFakeRuntime("busybox").WithRootDir(t.TempDir())
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{
+		Client: client, NodeName: node, Machine: machine, Logger: lg, StatusUpdateFrequency: 50 * time.Millisecond,
+		StatusReportFrequency: time.Second, MaxPods: 17, PodsPerCore: 3, LeaseDurationSeconds: 12,
+		Reservation: func() v1.ResourceList { return v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")} },
+	}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,27 +345,54 @@ func TestWireLeaseAndCapacityKnobs(t *testing.T) {
 			t.Errorf("Run = %v", err)
 		}
 	}()
-	waitUntil(t, 20*time.Second, "node with pods capacity 17", func() (bool, string) {
+	waitUntil(t, 20*time.Second, "pods capacity 6 and a 12 s lease", func() (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		q := n.Status.Capacity[v1.ResourcePods]
-		return q.Value() == 17, q.String()
-	})
-	// Renewed every 50ms: the renew time moves on within a few seconds.
-	var first time.Time
-	waitUntil(t, 20*time.Second, "lease of 8s renewed", func() (bool, string) {
 		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
-		if err != nil || l.Spec.LeaseDurationSeconds == nil || l.Spec.RenewTime == nil {
+		if err != nil {
+			return false, err.Error()
+		}
+		pods := n.Status.Capacity[v1.ResourcePods]
+		mem := n.Status.Allocatable[v1.ResourceMemory]
+		d := l.Spec.LeaseDurationSeconds
+		return pods.Value() == 6 && d != nil && *d == 12 && mem.Value() == 3<<30,
+			fmt.Sprintf("pods %s, lease %v, allocatable memory %s", pods.String(), d, mem.String())
+	})
+}
+
+// TestWireLeaseRenewInterval: LeaseRenewInterval sets how often the lease
+// is renewed (here every 50ms, so its renew time moves on at once).
+func TestWireLeaseRenewInterval(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	agent, err := clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
+		clusterapiserver.Config{Client: client, NodeName: node, Machine: machine, NoEvents: true,
+			LeaseDurationSeconds: 8, LeaseRenewInterval: 50 * time.Millisecond}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	var first time.Time
+	renewals := 0
+	waitUntil(t, 20*time.Second, "lease renewed 3 times", func() (bool, string) {
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
 			return false, fmt.Sprint(err)
 		}
-		if *l.Spec.LeaseDurationSeconds != 8 {
-			t.Fatalf("leaseDurationSeconds %d, want 8", *l.Spec.LeaseDurationSeconds)
-		}
-		if first.IsZero() {
+		if !l.Spec.RenewTime.Time.Equal(first) {
 			first = l.Spec.RenewTime.Time
+			renewals++
 		}
-		return l.Spec.RenewTime.After(first), l.Spec.RenewTime.String()
+		return renewals > 3, l.Spec.RenewTime.String()
 	})
 }

@@ -49,6 +49,13 @@
 #                                        its own --node-monitor-grace-period, for its own duration,
 #                                        so the other tests' Nodes are never touched)
 #   NODEKIT_KUBELET_CLIENT_CA=<dir>/kubelet-client-ca.crt  (the agent's --client-ca-file)
+#   NODEKIT_BOOTSTRAP_KUBECONFIG=<dir>/bootstrap.kubeconfig  (a bootstrap token, group
+#                             system:bootstrappers: may create CSRs, as kubeadm's join token)
+#   NODEKIT_NODE_CLIENT_CA=<dir>/node-client-ca.crt, NODEKIT_NODE_CLIENT_CA_KEY=<dir>/node-client-ca.key
+#                             (the API server's --client-ca-file: a test signs node CSRs with it, as
+#                             kube-controller-manager's signer would)
+# Bootstrap tokens are on (--enable-bootstrap-token-auth); system:bootstrappers is bound to
+# system:node-bootstrapper and system:nodes to the selfnodeclient CSR role, as kubeadm binds them.
 # The API server reaches a node's HTTPS API (logs, exec, port-forward, node proxy) at the node's
 # InternalIP only (run the agent with node IP 127.0.0.1), with a client certificate from that CA,
 # and without --kubelet-certificate-authority: it does not verify the agent's serving certificate
@@ -263,6 +270,7 @@ $node_token,system:node:$NODE_NAME,system:node:$NODE_NAME,"system:nodes"
 EOF
 	chmod 600 "$DIR/tokens.csv" "$DIR/sa.key"
 	kubelet_client_pair
+	node_client_ca
 
 	etcd --name nodekit --data-dir "$DIR/etcd" \
 		--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -299,12 +307,16 @@ EOF
 	kubeconfig "$DIR/admin.kubeconfig" nodekit-admin "$admin_token" "$url"
 	kubeconfig "$DIR/node.kubeconfig" "system:node:$NODE_NAME" "$node_token" "$url"
 	chmod 600 "$DIR/admin.kubeconfig" "$DIR/node.kubeconfig"
+	bootstrap_token "$url" "$admin_token" || return 1
 	cat >"$DIR/env" <<EOF
 NODEKIT_APISERVER_URL=$url
 NODEKIT_ADMIN_KUBECONFIG=$DIR/admin.kubeconfig
 NODEKIT_NODE_KUBECONFIG=$DIR/node.kubeconfig
 NODEKIT_NODE_NAME=$NODE_NAME
 NODEKIT_KUBELET_CLIENT_CA=$DIR/kubelet-client-ca.crt
+NODEKIT_BOOTSTRAP_KUBECONFIG=$DIR/bootstrap.kubeconfig
+NODEKIT_NODE_CLIENT_CA=$DIR/node-client-ca.crt
+NODEKIT_NODE_CLIENT_CA_KEY=$DIR/node-client-ca.key
 EOF
 	# The EndpointSlice controller, as kube-controller-manager runs it, with
 	# the admin identity.
@@ -340,6 +352,60 @@ kubelet_client_pair() {
 	chmod 600 "$DIR/kubelet-client-ca.key" "$DIR/kubelet-client.key"
 }
 
+# node_client_ca: the CA of the API server's --client-ca-file, whose key a test uses to sign
+# node CSRs as kube-controller-manager's kubernetes.io/kube-apiserver-client-kubelet signer would.
+node_client_ca() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$DIR/node-client-ca.key" -out "$DIR/node-client-ca.crt" \
+		-subj "/CN=nodekit-node-client-ca" -days 7 2>/dev/null
+	chmod 600 "$DIR/node-client-ca.key"
+}
+
+# api_post url admin_token path json: POST an object; 409 (it exists) is fine.
+api_post() {
+	local code
+	code="$(curl -ksS -o "$DIR/post.out" -w '%{http_code}' -H "Authorization: Bearer $2" \
+		-H 'Content-Type: application/json' -X POST "$1$3" -d "$4" 2>/dev/null)" || true
+	case "$code" in 201 | 409) return 0 ;; esac
+	return 1
+}
+
+# crb url admin_token name role group: a ClusterRoleBinding of a group to a ClusterRole.
+crb() {
+	api_post "$1" "$2" /apis/rbac.authorization.k8s.io/v1/clusterrolebindings \
+		'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"'"$3"'"},
+		  "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"'"$4"'"},
+		  "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"'"$5"'"}]}' ||
+		{ log "could not bind $5 to $4: $(cat "$DIR/post.out")"; return 1; }
+}
+
+# bootstrap_token url admin_token: a bootstrap token Secret in kube-system (retried until the
+# API server has made kube-system), the RBAC bindings kubeadm makes for TLS bootstrap and client
+# certificate rotation, and <dir>/bootstrap.kubeconfig with the token.
+bootstrap_token() {
+	local url="$1" admin="$2" id secret body
+	id="$(openssl rand -hex 3)"
+	secret="$(openssl rand -hex 8)"
+	body='{"apiVersion":"v1","kind":"Secret","type":"bootstrap.kubernetes.io/token",
+	  "metadata":{"name":"bootstrap-token-'"$id"'","namespace":"kube-system"},
+	  "stringData":{"token-id":"'"$id"'","token-secret":"'"$secret"'",
+	    "usage-bootstrap-authentication":"true","usage-bootstrap-signing":"true"}}'
+	local deadline=$((SECONDS + 30))
+	until api_post "$url" "$admin" /api/v1/namespaces/kube-system/secrets "$body"; do
+		if [ $SECONDS -ge $deadline ]; then
+			log "could not create the bootstrap token secret: $(cat "$DIR/post.out")"
+			return 1
+		fi
+		sleep 0.5
+	done
+	crb "$url" "$admin" nodekit:kubelet-bootstrap system:node-bootstrapper system:bootstrappers || return 1
+	crb "$url" "$admin" nodekit:node-autoapprove-certificate-rotation \
+		system:certificates.k8s.io:certificatesigningrequests:selfnodeclient system:nodes || return 1
+	rm -f "$DIR/post.out"
+	kubeconfig "$DIR/bootstrap.kubeconfig" kubelet-bootstrap "$id.$secret" "$url"
+	chmod 600 "$DIR/bootstrap.kubeconfig"
+}
+
 # launch_apiserver etcd_port api_port admin_token deadline: start kube-apiserver on the state
 # in $DIR (its log is appended to) and wait for /readyz.
 launch_apiserver() {
@@ -352,6 +418,8 @@ launch_apiserver() {
 		--service-account-signing-key-file "$DIR/sa.key" \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--token-auth-file "$DIR/tokens.csv" \
+		--enable-bootstrap-token-auth \
+		--client-ca-file "$DIR/node-client-ca.crt" \
 		--authorization-mode Node,RBAC \
 		--enable-admission-plugins NodeRestriction \
 		--service-cluster-ip-range 10.96.0.0/24 \

@@ -230,6 +230,43 @@ func (m *Manager) GetPodStatusAfterSync(ctx context.Context, pod *v1.Pod, before
 	return ps, nil
 }
 
+// PodStatusFromEvent builds a pod's status from a CRI container event
+// alone, as the kubelet's evented PLEG does: the event's sandbox status and
+// the statuses of that sandbox's containers, which the runtime put together
+// just before it sent the event (containerd 1.7 and 2.x do). It makes no
+// runtime call (an exited container's termination message is read from its
+// file, as GetPodStatus does). ok is false when the event lacks the sandbox
+// status or its metadata, or carries no container status (containerd sends
+// none when it could not read them): read the pod with GetPodStatus then.
+// The status holds that one sandbox only; a caller must know the pod has no
+// other.
+func (m *Manager) PodStatusFromEvent(ev *runtimeapi.ContainerEventResponse) (*kubetypes.PodStatus, bool) {
+	sb := ev.GetPodSandboxStatus()
+	md := sb.GetMetadata()
+	if md == nil || sb.GetId() == "" || len(ev.GetContainersStatuses()) == 0 {
+		return nil, false
+	}
+	ps := &kubetypes.PodStatus{
+		ID:              types.UID(md.GetUid()),
+		Name:            md.GetName(),
+		Namespace:       md.GetNamespace(),
+		SandboxStatuses: []*runtimeapi.PodSandboxStatus{sb},
+	}
+	for _, s := range ev.GetContainersStatuses() {
+		if s == nil || s.GetId() == "" {
+			continue
+		}
+		cs := toContainerStatus(nil, s)
+		if cs.State == kubetypes.ContainerStateExited && cs.Message == "" {
+			labels, annotations := containerMeta(nil, s)
+			cs.Message = m.terminationMessage(s, containerInfoFromAnnotations(annotations), labels)
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
+	}
+	settleStatus(ps)
+	return ps, true
+}
+
 // readSandbox appends the status of sandbox id to ps; a sandbox gone (or
 // without a status) is skipped.
 func (m *Manager) readSandbox(ctx context.Context, ps *kubetypes.PodStatus, id string) error {

@@ -160,3 +160,71 @@ func TestGetPodStatusAfterSyncWithoutBeforeLists(t *testing.T) {
 		t.Fatalf("err %v, want the runtime's Unavailable", err)
 	}
 }
+
+// TestPodStatusFromEventMatchesARead: a container event carrying the pod's
+// sandbox status and its containers' statuses (as containerd sends them)
+// gives the status GetPodStatus reads, with no CRI call; an event without
+// them gives none.
+func TestPodStatusFromEventMatchesARead(t *testing.T) {
+	m, cri, clk := newTestManager(t, nil)
+	ctx := context.Background()
+	pod := simplePod("a", "img:1", "img:1")
+	empty := &kubetypes.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	if err := m.SyncPod(ctx, pod, empty, nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := st.FindContainerStatusByName("c0").ID
+	cri.mu.Lock()
+	cri.containers[exited].State = runtimeapi.ContainerState_CONTAINER_EXITED
+	cri.containers[exited].FinishedAt = clk.Now().UnixNano()
+	cri.containers[exited].ExitCode = 3
+	cri.mu.Unlock()
+	want, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The event as containerd builds it: the sandbox's status and that of
+	// every container in the sandbox.
+	sb, err := cri.PodSandboxStatus(ctx, want.SandboxStatuses[0].GetId(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &runtimeapi.ContainerEventResponse{ContainerId: exited, ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT,
+		CreatedAt: clk.Now().UnixNano(), PodSandboxStatus: sb.GetStatus()}
+	for _, cs := range want.ContainerStatuses {
+		r, err := cri.ContainerStatus(ctx, cs.ID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.ContainersStatuses = append(ev.ContainersStatuses, r.GetStatus())
+	}
+	cri.resetCalls()
+	got, ok := m.PodStatusFromEvent(ev)
+	if !ok {
+		t.Fatal("not ok")
+	}
+	if len(cri.calls) != 0 {
+		t.Fatalf("CRI calls %v", cri.calls)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("from the event:\n%+v\nread:\n%+v", got, want)
+	}
+	if c := got.FindContainerStatusByName("c0"); c.State != kubetypes.ContainerStateExited || c.ExitCode != 3 {
+		t.Fatalf("c0 %+v", c)
+	}
+
+	for name, bad := range map[string]*runtimeapi.ContainerEventResponse{
+		"no sandbox status":     {ContainerId: exited, ContainersStatuses: ev.ContainersStatuses},
+		"no sandbox metadata":   {ContainerId: exited, PodSandboxStatus: &runtimeapi.PodSandboxStatus{Id: "x"}, ContainersStatuses: ev.ContainersStatuses},
+		"no container statuses": {ContainerId: exited, PodSandboxStatus: ev.PodSandboxStatus},
+	} {
+		if st, ok := m.PodStatusFromEvent(bad); ok || st != nil {
+			t.Errorf("%s: ok %v, %+v", name, ok, st)
+		}
+	}
+}

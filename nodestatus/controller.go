@@ -103,6 +103,10 @@ type Config struct {
 	// Rand returns a number in [0,1) for the report delay and jitter; nil
 	// = math/rand/v2.
 	Rand func() float64
+	// UpdateNow, when set, cuts the wait before the next status update
+	// short whenever it delivers (e.g. the node began shutting down:
+	// Agent.NodeStatusUpdateRequests).
+	UpdateNow <-chan struct{}
 
 	// Recorder records the kubelet's node events when the setters change
 	// the status: NodeReady / NodeNotReady when Ready flips,
@@ -427,6 +431,8 @@ func (c *Controller) wait(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	case <-t.C():
+		return true
+	case <-c.cfg.UpdateNow:
 		return true
 	}
 }

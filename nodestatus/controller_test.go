@@ -444,3 +444,33 @@ func TestRunFastUpdateTimeout(t *testing.T) {
 
 // advance lets d pass on the synctest bubble's clock.
 func advance(d time.Duration) { <-time.After(d) }
+
+// UpdateNow cuts the wait short: a ready check that changed (the node
+// shutting down) is reported at once, not at the next period.
+func TestRunUpdateNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := newRecordingSink(t)
+		ready := &readyFlag{}
+		now := make(chan struct{}, 1)
+		c := newTestController(t, clock.RealClock{}, sink, ready, func(cfg *Config) { cfg.UpdateNow = now })
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		advance(time.Second) // registered, ready, in the 10s period
+		synctest.Wait()
+		_, g0, _ := sink.counts()
+		ready.set(errors.New("node is shutting down"))
+		now <- struct{}{}
+		synctest.Wait()
+		if _, g1, _ := sink.counts(); g1 != g0+1 {
+			t.Fatalf("%d syncs right after UpdateNow, want 1", g1-g0)
+		}
+		advance(5 * time.Second)
+		synctest.Wait()
+		if _, g2, _ := sink.counts(); g2 != g0+1 {
+			t.Fatalf("%d more syncs within 5s, want none", g2-g0-1)
+		}
+		cancel()
+		<-done
+	})
+}

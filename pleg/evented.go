@@ -241,6 +241,37 @@ func (e *EventedPLEG) Run(ctx context.Context) error {
 	return <-genericErr
 }
 
+// statusFromEvent returns the pod status the event carries, or nil when it
+// cannot stand for a read of the pod (see HandleEvent).
+func (e *EventedPLEG) statusFromEvent(ev *runtimeapi.ContainerEventResponse, uid types.UID, ts time.Time) *kubetypes.PodStatus {
+	r, ok := e.rt.(EventStatusReader)
+	if !ok || ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		return nil
+	}
+	id, sandbox := ev.GetContainerId(), ev.GetPodSandboxStatus().GetId()
+	if id == "" || id == sandbox {
+		return nil
+	}
+	cached, err := e.generic.cache.Get(uid)
+	if err != nil || cached == nil || len(cached.SandboxStatuses) != 1 || cached.SandboxStatuses[0].GetId() != sandbox {
+		return nil
+	}
+	if e.generic.changedSince(uid, ts.Add(-EventDeliveryMargin)) {
+		return nil
+	}
+	st, ok := r.PodStatusFromEvent(ev)
+	if !ok || st.ID != uid {
+		return nil
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.ID == id {
+			st.TimeStamp = ts
+			return st
+		}
+	}
+	return nil
+}
+
 func (e *EventedPLEG) stopUsingEvents() {
 	e.inUse.Store(false)
 	e.generic.evented.Store(false)
@@ -303,13 +334,31 @@ func (e *EventedPLEG) process(ctx context.Context, ch chan *runtimeapi.Container
 	}
 }
 
-// HandleEvent applies one CRI container event: it reads the pod's status,
+// EventStatusReader is a Runtime that can build a pod's status from a CRI
+// container event's own sandbox and container statuses, without calling
+// the runtime (kuberuntime.Manager). ok is false when the event does not
+// carry enough for it.
+type EventStatusReader interface {
+	PodStatusFromEvent(ev *runtimeapi.ContainerEventResponse) (status *kubetypes.PodStatus, ok bool)
+}
+
+// HandleEvent applies one CRI container event: it takes the pod's status,
 // stores it in the cache (stamped with the event's time; deleted if the pod
 // has nothing left) and sends ContainerStarted for a start, ContainerDied for
 // a stop, ContainerDied and ContainerRemoved for a deletion, nothing for a
 // creation. Events older than the cached status send nothing. An event
-// without a sandbox status is ignored. If the status cannot be read the pod
-// is flagged for reinspection and the error (wrapping ErrRelist) returned.
+// without a sandbox status is ignored.
+//
+// The status is the one the event carries (the runtime's statuses of the
+// sandbox and its containers, taken as it sent the event; no CRI call) when
+// the Runtime is an EventStatusReader and the event can be trusted to hold
+// everything the pod has: a start, stop or creation of a container of the
+// only sandbox the cache knows for the pod, which no pod worker changed in
+// the EventDeliveryMargin before the event (a container made while the
+// runtime put the event together would be missing from it, and a worker
+// could take the status as proof that it is not there). Otherwise the pod
+// is read with GetPodStatus; if that fails the pod is flagged for
+// reinspection and the error (wrapping ErrRelist) returned.
 func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerEventResponse) error {
 	md := ev.GetPodSandboxStatus().GetMetadata()
 	if md == nil {
@@ -318,10 +367,13 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	}
 	uid := types.UID(md.GetUid())
 	ts := time.Unix(0, ev.GetCreatedAt())
-	st, err := e.rt.GetPodStatus(ctx, uid, md.GetName(), md.GetNamespace())
-	if err != nil {
-		e.generic.RequestReinspect(uid)
-		return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
+	st := e.statusFromEvent(ev, uid, ts)
+	if st == nil {
+		var err error
+		if st, err = e.rt.GetPodStatus(ctx, uid, md.GetName(), md.GetNamespace()); err != nil {
+			e.generic.RequestReinspect(uid)
+			return fmt.Errorf("%w: status of pod %s: %w", ErrRelist, uid, err)
+		}
 	}
 	if st == nil {
 		st = &kubetypes.PodStatus{ID: uid, Name: md.GetName(), Namespace: md.GetNamespace()}

@@ -82,6 +82,9 @@ type GenericPLEG struct {
 	reinspect map[types.UID]struct{}
 	// held counts HoldPod calls not yet released, per pod.
 	held map[types.UID]int
+	// released is when a pod's last hold ended, kept while an EventedPLEG
+	// feeds the cache and for EventDeliveryMargin after (see changedSince).
+	released map[types.UID]time.Time
 
 	relistMu sync.Mutex // serialises relists; guards the fields below
 	records  map[types.UID]*podRecord
@@ -185,6 +188,7 @@ func New(cfg Config) (*GenericPLEG, error) {
 		threshold:    cfg.RelistThreshold,
 		reinspect:    make(map[types.UID]struct{}),
 		held:         make(map[types.UID]int),
+		released:     make(map[types.UID]time.Time),
 		records:      make(map[types.UID]*podRecord),
 		reinspectNow: make(map[types.UID]struct{}),
 		exits:        make(map[string]*exitOverride),
@@ -351,9 +355,27 @@ func (g *GenericPLEG) ReleasePod(uid types.UID) {
 	}
 	if n <= 1 {
 		delete(g.held, uid)
+		if g.evented.Load() {
+			g.released[uid] = g.clock.Now()
+		}
 	} else {
 		g.held[uid] = n - 1
 	}
+}
+
+// changedSince reports whether a pod worker is changing the pod in the
+// runtime (HoldPod) or finished a change (its last ReleasePod) at or after
+// t: a status the runtime put together before t may then miss the change.
+// Release times are kept only while an EventedPLEG feeds the cache; older
+// ones are dropped by the relists.
+func (g *GenericPLEG) changedSince(uid types.UID, t time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held[uid] > 0 {
+		return true
+	}
+	at, ok := g.released[uid]
+	return ok && !at.Before(t)
 }
 
 // Run relists at once, then again RelistPeriod after each relist ends, and
@@ -466,6 +488,9 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	if len(g.held) > 0 {
 		held = maps.Clone(g.held)
 	}
+	maps.DeleteFunc(g.released, func(_ types.UID, at time.Time) bool {
+		return at.Before(start.Add(-EventDeliveryMargin))
+	})
 	for uid := range g.reinspect {
 		g.reinspectNow[uid] = struct{}{}
 	}

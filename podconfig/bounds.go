@@ -24,7 +24,8 @@ const (
 	// most nodes it can introduce (countYAMLNodes), so YAML is held to a
 	// stricter count than the same content in JSON.
 	MaxManifestNodes = 1 << 20
-	// MaxManifestAliases bounds the number of YAML alias references ("*a").
+	// MaxManifestAliases bounds the number of YAML alias references ("*a"),
+	// and separately the number of anchors defined ("&a").
 	MaxManifestAliases = 10_000
 	// MaxPodsPerManifest bounds the items of a PodList.
 	MaxPodsPerManifest = 10_000

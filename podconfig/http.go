@@ -287,7 +287,7 @@ func (s *HTTPSource) fetch(ctx context.Context) ([]byte, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // let the connection be reused
 		return nil, fmt.Errorf("%w: GET %s: %s", ErrHTTPStatus, s.redacted, resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBody+1))
+	data, err := readBody(io.LimitReader(resp.Body, s.maxBody+1), resp.ContentLength, s.maxBody+1)
 	if err != nil {
 		return nil, fmt.Errorf("podconfig: GET %s: reading body: %w", s.redacted, err)
 	}

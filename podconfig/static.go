@@ -7,11 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"strings"
 
+	"github.com/nodekit/nodekit/internal/yamljson"
 	"github.com/nodekit/nodekit/kubetypes"
-	yaml3 "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,7 +29,43 @@ const (
 	// maxExpandedSize bounds the size of the document after YAML aliases are
 	// expanded (an estimate in bytes of the equivalent JSON).
 	maxExpandedSize = 2 * MaxManifestSize
+	// yamlSlack is the part of the YAML bounds that does not grow with
+	// the input (see yamlExpandedLimit and yamlSlowNodeLimit).
+	yamlSlack = 4 << 20
+	// yamlSlowNodeCost is what go-yaml and YAMLToJSON spend per counted
+	// value (measured: 180 bytes for a list of short scalars, 900 for a
+	// list of tagged ones), rounded up.
+	yamlSlowNodeCost = 1024
 )
+
+// yamlExpandedLimit is the most JSON a YAML manifest of n bytes may become,
+// aliases expanded: a few times the input, like JSON's own cost. Without
+// aliases the JSON is at most about three times the YAML (quoting and
+// escapes), so only alias expansion can reach it.
+func yamlExpandedLimit(n int) int { return min(maxExpandedSize, 4*n+yamlSlack) }
+
+// yamlSlowNodeLimit is how many values (as countYAMLNodes counts them) a
+// manifest of n bytes may have to be decoded by go-yaml, the fallback for
+// what yamljson does not convert (tags, merge keys, non-string or
+// duplicate keys): go-yaml's tree then costs at most a few times n too.
+func yamlSlowNodeLimit(n int) int { return (4*n + yamlSlack) / yamlSlowNodeCost }
+
+// yamlToJSONSlow converts what yamljson leaves (why) with go-yaml, after
+// bounding its tree to yamlSlowNodeLimit values and, when aliases may
+// expand it, measuring the expansion with yamljson.Measure (the same
+// limits as Convert's, merge keys counted as the aliases they are).
+func yamlToJSONSlow(data []byte, lim yamljson.Limits, why error) ([]byte, error) {
+	if n, limit := countYAMLNodes(data), yamlSlowNodeLimit(len(data)); n > limit {
+		return nil, fmt.Errorf("%w: about %d YAML values, the limit is %d for %d bytes of YAML that needs a full YAML decoder (%w)",
+			ErrTooLarge, n, limit, len(data), why)
+	}
+	if bytes.IndexByte(data, '*') >= 0 {
+		if err := yamljson.Measure(data, lim); err != nil {
+			return nil, err
+		}
+	}
+	return yaml.YAMLToJSON(data)
+}
 
 // StaticPodOptions says where a static pod manifest came from and how its
 // pods are defaulted.
@@ -69,8 +104,13 @@ type StaticPodOptions struct {
 // ErrTooDeep, a quantity too long or with too large an exponent
 // ErrQuantityOutOfRange, input with no document ErrEmptyManifest. All these
 // bounds are checked before the work they bound, so a hostile manifest costs
-// time linear in its size. The result is all-or-nothing: one bad pod in a list
-// fails the whole manifest.
+// time linear in its size. YAML is converted to JSON in one stream of
+// parser events, building no tree (internal/yamljson), so it costs a few
+// times its size in memory (at most 5 times plus 1 MiB in the tests), as
+// JSON does; YAML that needs a full decoder (tags, merge keys, duplicate
+// keys) is decoded by go-yaml only when its values are few enough for the
+// same bound (yamlSlowNodeLimit), and refused otherwise. The result is
+// all-or-nothing: one bad pod in a list fails the whole manifest.
 func DecodeStaticPods(data []byte, opts StaticPodOptions) ([]*v1.Pod, error) {
 	origin := opts.Origin
 	if origin == "" {
@@ -168,22 +208,25 @@ func manifestToJSON(data []byte) ([]byte, error) {
 		}
 		return trimmed, nil
 	}
-	// Count the nodes before any YAML decoder builds a tree: a decoder
-	// spends tens of bytes per node, so 10 MiB of "- a" lines would cost a
-	// gigabyte before scanJSON below could refuse the result.
+	// Count the nodes before anything is decoded: a cheap over-count that
+	// refuses the densest inputs in one pass that allocates nothing.
 	if n := countYAMLNodes(data); n > MaxManifestNodes {
 		return nil, fmt.Errorf("%w: about %d YAML values (keys and values counted before decoding), the limit is %d", ErrTooLarge, n, MaxManifestNodes)
 	}
-	// Without a '*' there is no alias: the JSON is then no bigger than the
-	// YAML (give or take quoting) and scanJSON below bounds its depth and
-	// values, so the separate pass over a node tree is needed only when
-	// aliases may expand the document.
-	if bytes.IndexByte(data, '*') >= 0 {
-		if err := checkYAMLShape(data); err != nil {
-			return nil, err
-		}
+	// Convert in one stream of parser events, building no tree: the cost
+	// is a few times the input (see yamlExpandedLimit), as for JSON.
+	lim := yamljson.Limits{
+		MaxDepth:   MaxManifestDepth,
+		MaxNodes:   MaxManifestNodes,
+		MaxAliases: MaxManifestAliases,
+		MaxOutput:  yamlExpandedLimit(len(data)),
+		TooLarge:   ErrTooLarge,
+		TooDeep:    ErrTooDeep,
 	}
-	js, err := yaml.YAMLToJSON(data)
+	js, err := yamljson.Convert(data, lim)
+	if errors.Is(err, yamljson.ErrUnsupported) {
+		js, err = yamlToJSONSlow(data, lim, err)
+	}
 	if err != nil {
 		return nil, err // go-yaml's message names the line
 	}
@@ -229,111 +272,6 @@ func countYAMLNodes(data []byte) int {
 }
 
 func isYAMLSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// checkYAMLShape parses the first YAML document into a node tree (which does
-// not expand aliases) and measures it as if aliases were expanded: the
-// expanded size must stay within maxExpandedSize, the depth within
-// MaxManifestDepth, the expanded number of nodes within MaxManifestNodes
-// and the alias references within MaxManifestAliases. Aliases are measured once each (memoized), so the check
-// itself is linear in the input.
-func checkYAMLShape(data []byte) error {
-	var doc yaml3.Node
-	if err := yaml3.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return ErrEmptyManifest
-		}
-		return err
-	}
-	m := yamlMeasure{memo: make(map[*yaml3.Node]yamlShape)}
-	_, err := m.measure(&doc, 0)
-	return err
-}
-
-type yamlShape struct {
-	size   int64
-	nodes  int64
-	height int
-}
-
-type yamlMeasure struct {
-	memo    map[*yaml3.Node]yamlShape
-	total   int64 // expanded size so far
-	nodes   int64 // expanded nodes so far
-	aliases int
-}
-
-func (m *yamlMeasure) overLimits(line int) error {
-	if m.total > maxExpandedSize {
-		return fmt.Errorf("%w: aliases expand the document beyond %d bytes", ErrTooLarge, maxExpandedSize)
-	}
-	if m.nodes > MaxManifestNodes {
-		return fmt.Errorf("%w: line %d: more than %d values (aliases counted as copies)", ErrTooLarge, line, MaxManifestNodes)
-	}
-	return nil
-}
-
-func (m *yamlMeasure) measure(n *yaml3.Node, depth int) (yamlShape, error) {
-	if n == nil {
-		return yamlShape{}, nil
-	}
-	if s, ok := m.memo[n]; ok {
-		if depth+s.height > MaxManifestDepth {
-			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
-		}
-		m.total += s.size
-		m.nodes += s.nodes
-		return s, m.overLimits(n.Line)
-	}
-	var s yamlShape
-	switch n.Kind {
-	case yaml3.AliasNode:
-		if n.Alias == nil {
-			return s, fmt.Errorf("line %d: unresolved alias", n.Line)
-		}
-		m.aliases++
-		if m.aliases > MaxManifestAliases {
-			return s, fmt.Errorf("%w: line %d: more than %d alias references", ErrTooLarge, n.Line, MaxManifestAliases)
-		}
-		m.memo[n] = yamlShape{size: maxExpandedSize + 1, nodes: MaxManifestNodes + 1, height: MaxManifestDepth + 1} // cycle guard
-		inner, err := m.measure(n.Alias, depth)
-		if err != nil {
-			return s, err
-		}
-		s = inner
-	case yaml3.ScalarNode:
-		s = yamlShape{size: int64(len(n.Value)) + 3, nodes: 1}
-		m.total += s.size
-		m.nodes++
-	default: // document, mapping, sequence
-		if n.Kind != yaml3.DocumentNode && depth+1 > MaxManifestDepth {
-			return s, fmt.Errorf("%w: line %d: more than %d levels", ErrTooDeep, n.Line, MaxManifestDepth)
-		}
-		next := depth
-		if n.Kind != yaml3.DocumentNode {
-			next = depth + 1
-		}
-		s.size, s.nodes = 2, 1
-		m.total += 2
-		m.nodes++
-		for _, c := range n.Content {
-			cs, err := m.measure(c, next)
-			if err != nil {
-				return s, err
-			}
-			s.size += cs.size + 1
-			s.nodes += cs.nodes
-			m.total++
-			if cs.height+1 > s.height {
-				s.height = cs.height + 1
-			}
-		}
-	}
-	if err := m.overLimits(n.Line); err != nil {
-		return s, err
-	}
-	m.memo[n] = s
-	return s, nil
-}
 
 // jsonError rewrites a JSON decoding error so it names the line (computed in
 // text when text is the JSON given to the decoder) or the field.

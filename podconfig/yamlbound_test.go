@@ -107,9 +107,11 @@ func TestPushDecodesOnlyInsideItsSlot(t *testing.T) {
 }
 
 // FuzzDecodeYAMLBounded feeds YAML to DecodeStaticPods and bounds the cost
-// of every input, accepted or refused: time, and bytes allocated linear in
-// the input (the YAML decoder spends up to ~100 bytes per input byte on a
-// document the node count lets through). countYAMLNodes must never count
+// of every input, accepted or refused: time, and bytes allocated. The
+// conversion to JSON allocates at most yamlAllocLimit plus the slow path's
+// slack (5 times the input plus 5 MiB), and the whole decode at most what
+// decoding the resulting JSON costs plus that (10% more under the race
+// detector, whose sync.Pool drops objects). countYAMLNodes must never count
 // fewer nodes than the document has.
 func FuzzDecodeYAMLBounded(f *testing.F) {
 	f.Add([]byte(staticYAML))
@@ -118,19 +120,33 @@ func FuzzDecodeYAMLBounded(f *testing.F) {
 	f.Add([]byte("a: &x [1, 2]\nb: *x\n"))
 	f.Add([]byte("? a\n: b\n-\n"))
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {containers: [{name: c, image: i}]}}\n"))
+	f.Add([]byte("a: |\n  x\n  y\nb: >-\n  z\n---\nc: d\n"))
+	f.Add([]byte("a: !!str 1\nb: {<<: {c: d}}\nc: 1\nc: 2\n"))
+	opts := StaticPodOptions{NodeName: "n", Source: "file", Origin: "f.yaml"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 1<<16 {
 			return
 		}
 		start := time.Now()
-		alloc := allocsOf(func() {
-			_, _ = DecodeStaticPods(data, StaticPodOptions{NodeName: "n", Source: "file", Origin: "f.yaml"})
-		})
+		var js []byte
+		var convErr error
+		conv := allocsOf(func() { js, convErr = manifestToJSON(data) })
+		if limit := yamlAllocLimit(len(data)) + yamlSlack; conv > limit {
+			t.Fatalf("converting %d bytes allocated %d, limit %d", len(data), conv, limit)
+		}
+		whole := allocsOf(func() { _, _ = DecodeStaticPods(data, opts) })
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("%d bytes took %v", len(data), d)
 		}
-		if limit := uint64(256*len(data) + 8<<20); alloc > limit {
-			t.Fatalf("%d bytes allocated %d, limit %d", len(data), alloc, limit)
+		if convErr == nil {
+			asJSON := allocsOf(func() { _, _ = DecodeStaticPods(js, opts) })
+			limit := asJSON + yamlAllocLimit(len(data)) + yamlSlack
+			if raceEnabled {
+				limit += asJSON / 10
+			}
+			if whole > limit {
+				t.Fatalf("%d bytes of YAML allocated %d, the same as JSON %d: limit %d", len(data), whole, asJSON, limit)
+			}
 		}
 		if bytes.IndexByte(data, '*') < 0 {
 			var doc yaml3.Node

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -137,6 +138,12 @@ type Config struct {
 	TLSCertFile string
 	TLSKeyFile  string
 	CertDir     string
+	// GetCertificate, when set, gives the serving certificate of every TLS
+	// handshake instead (tls.Config.GetCertificate): a renewed certificate
+	// is served from the next connection on, e.g. one issued through
+	// kubernetes.io/kubelet-serving CSRs (clusterapiserver/certificate's
+	// Serving.GetCertificate). TLSCertFile and CertDir are then unused.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// CertIPs are added to the self-signed certificate's addresses
 	// (besides the node name, localhost, 127.0.0.1 and ::1).
 	CertIPs []net.IP
@@ -168,7 +175,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: HealthzPort %d out of range", ErrInvalidConfig, c.HealthzPort)
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		return fmt.Errorf("%w: TLSCertFile and TLSKeyFile go together", ErrInvalidConfig)
-	case c.TLSCertFile == "" && c.CertDir == "":
+	case c.GetCertificate != nil && c.TLSCertFile != "":
+		return fmt.Errorf("%w: GetCertificate and TLSCertFile exclude each other", ErrInvalidConfig)
+	case c.TLSCertFile == "" && c.CertDir == "" && c.GetCertificate == nil:
 		return fmt.Errorf("%w: CertDir is required without TLSCertFile", ErrInvalidConfig)
 	case c.StreamingIdleTimeout < 0 || c.StreamCreationTimeout < 0 || c.RequestTimeout < 0 || c.MaxStreams < 0:
 		return fmt.Errorf("%w: negative timeout or MaxStreams", ErrInvalidConfig)

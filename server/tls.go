@@ -25,11 +25,15 @@ const (
 )
 
 // TLSConfig returns the API's TLS configuration: TLS 1.2 or later, the
-// serving pair from TLSCertFile/TLSKeyFile or the self-signed one in
+// serving certificate of Config.GetCertificate, else the pair from
+// TLSCertFile/TLSKeyFile or the self-signed one in
 // CertDir (made on first use and kept), client certificates requested
 // (verified by the authenticator, so a request without one can still
 // bring a token).
 func (s *Server) TLSConfig() (*tls.Config, error) {
+	if s.cfg.GetCertificate != nil {
+		return s.tlsConfig(nil), nil
+	}
 	certFile, keyFile := s.cfg.TLSCertFile, s.cfg.TLSKeyFile
 	if certFile == "" {
 		var err error
@@ -41,13 +45,23 @@ func (s *Server) TLSConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: loading the serving pair: %w", err)
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.RequestClientCert,
-		ClientCAs:    s.cfg.ClientCA,
-		NextProtos:   []string{"http/1.1"},
-	}, nil
+	return s.tlsConfig(&pair), nil
+}
+
+// tlsConfig serves pair, or Config.GetCertificate's certificate when pair
+// is nil.
+func (s *Server) tlsConfig(pair *tls.Certificate) *tls.Config {
+	c := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: s.cfg.GetCertificate,
+		ClientAuth:     tls.RequestClientCert,
+		ClientCAs:      s.cfg.ClientCA,
+		NextProtos:     []string{"http/1.1"},
+	}
+	if pair != nil {
+		c.Certificates = []tls.Certificate{*pair}
+	}
+	return c
 }
 
 // EnsureSelfSignedPair returns dir/kubelet.crt and dir/kubelet.key,

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,5 +247,72 @@ func TestRunWithBusyHealthPort(t *testing.T) {
 	}
 	if err := f.srv.Run(t.Context()); err == nil {
 		t.Fatal("a second Run did not fail")
+	}
+}
+
+// TestTLSGetCertificate: with Config.GetCertificate every handshake gets
+// the certificate it returns at that moment (a renewed one from the next
+// connection on), and no self-signed pair is made.
+func TestTLSGetCertificate(t *testing.T) {
+	ca := newTestCA(t, "serving-ca")
+	var mu sync.Mutex
+	current := ca.client(t, "system:node:first")
+	f := newFixture(t, func(c *Config) {
+		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			cert := current
+			return &cert, nil
+		}
+	})
+	tlsCfg, err := f.srv.TLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tlsCfg.Certificates) != 0 || tlsCfg.MinVersion != tls.VersionTLS12 {
+		t.Errorf("certificates %d, min version %x", len(tlsCfg.Certificates), tlsCfg.MinVersion)
+	}
+	if _, err := os.Stat(filepath.Join(f.srv.cfg.CertDir, SelfSignedCertFile)); !os.IsNotExist(err) {
+		t.Errorf("a self-signed pair was made: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := func() string {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_ = tls.Server(c, tlsCfg).Handshake()
+		}()
+		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			conn.Close()
+			<-done
+		}()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	if got := served(); got != "system:node:first" {
+		t.Errorf("served %q", got)
+	}
+	mu.Lock()
+	current = ca.client(t, "system:node:renewed")
+	mu.Unlock()
+	if got := served(); got != "system:node:renewed" {
+		t.Errorf("after the renewal served %q", got)
+	}
+	if _, err := New(Config{NodeName: "n", Pods: f.srv.cfg.Pods, Authorizer: f.srv.cfg.Authorizer, TLSCertFile: "a", TLSKeyFile: "b",
+		GetCertificate: f.srv.cfg.GetCertificate}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("GetCertificate with TLSCertFile: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/examples/internal/exconfig"
 )
 
 func TestRestConfig(t *testing.T) {
@@ -120,5 +123,135 @@ func TestRunDevicePlugins(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Fatalf("socket left behind after the agent stopped: %v", err)
+	}
+}
+
+// TestRunConfig: --config's values are used (max pods in the Node's
+// capacity, the lease duration, the taints, no API server with
+// enableServer false) unless a flag is given: --manifests wins over the
+// file's staticPodPath. A bad file is an error naming it and the field.
+func TestRunConfig(t *testing.T) {
+	dir := t.TempDir()
+	fileDir, flagDir := filepath.Join(dir, "file"), filepath.Join(dir, "flag")
+	for d, name := range map[string]string{fileDir: "fromfile", flagDir: "fromflag"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":"default"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`, name)
+		if err := os.WriteFile(filepath.Join(d, name+".json"), []byte(pod), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := filepath.Join(dir, "kubelet.yaml")
+	if err := os.WriteFile(config, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+enableServer: false
+staticPodPath: file
+podLogsDir: `+filepath.Join(dir, "logs")+`
+maxPods: 9
+nodeLeaseDurationSeconds: 13
+registerWithTaints: [{key: example.com/config, value: "yes", effect: NoSchedule}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	o := options{nodeName: "n1", root: t.TempDir(), duration: 4 * time.Second, images: "busybox",
+		config: config, manifests: flagDir, given: exconfig.Given{"manifests": true}}
+	if err := run(ctx, o, client, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`default/fromflag-n1\s+file\s+Running`).MatchString(out.String()) || strings.Contains(out.String(), "fromfile") {
+		t.Errorf("want the --manifests pod, not the file's staticPodPath's:\n%s", out.String())
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods := node.Status.Capacity[v1.ResourcePods]; pods.Value() != 9 {
+		t.Errorf("pods capacity %s, want the file's maxPods 9", pods.String())
+	}
+	if len(node.Spec.Taints) != 1 || node.Spec.Taints[0].Key != "example.com/config" {
+		t.Errorf("taints %v", node.Spec.Taints)
+	}
+	lease, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil || lease.Spec.LeaseDurationSeconds == nil || *lease.Spec.LeaseDurationSeconds != 13 {
+		t.Errorf("lease %+v, %v: want 13 s", lease, err)
+	}
+
+	if err := os.WriteFile(config, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPodz: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o = options{nodeName: "n1", root: t.TempDir(), images: "busybox", config: config, given: exconfig.Given{}}
+	if err := run(ctx, o, fake.NewClientset(), &out); err == nil || !strings.Contains(err.Error(), config) || !strings.Contains(err.Error(), `unknown field "maxPodz"`) {
+		t.Errorf("bad file: %v", err)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--node-name", "n", "--config", "k.yaml", "--port", "0"})
+	if err != nil || o.nodeName != "n" || o.config != "k.yaml" || o.api.Port != 0 || !o.given["port"] || o.given["address"] {
+		t.Errorf("%+v %v", o, err)
+	}
+	if _, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--nope"}); err == nil {
+		t.Error("unknown flag: no error")
+	}
+}
+
+// The file's graceful shutdown and certificate fields reach their flags, and a flag
+// given on the command line overrides the file's value (and the effective
+// configuration shows the flag's).
+func TestLoadConfigShutdownFields(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubelet.yaml")
+	file := `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+shutdownGracePeriod: 30s
+shutdownGracePeriodCriticalPods: 10s
+rotateCertificates: true
+serverTLSBootstrap: true
+`
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--node-name", "n", "--config", path, "--shutdown-grace-period-critical-pods", "5s", "--rotate-server-certificates=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.loadConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if o.shutdown.GracePeriod != 30*time.Second || o.shutdown.GracePeriodCriticalPods != 5*time.Second {
+		t.Errorf("shutdown flags = %v, %v; want 30s from the file, 5s from the command line", o.shutdown.GracePeriod, o.shutdown.GracePeriodCriticalPods)
+	}
+	if !o.certs.Rotate || o.certs.RotateServer || o.file.Config.ServerTLSBootstrap {
+		t.Errorf("certificate flags: rotate %v, rotate server %v (file %v); want true from the file, false from the command line",
+			o.certs.Rotate, o.certs.RotateServer, o.file.Config.ServerTLSBootstrap)
+	}
+	if got := o.file.Config.ShutdownGracePeriodCriticalPods.Duration; got != 5*time.Second {
+		t.Errorf("effective shutdownGracePeriodCriticalPods = %v, want the flag's 5s", got)
+	}
+
+	byPriority := `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+shutdownGracePeriodByPodPriority:
+- priority: 0
+  shutdownGracePeriodSeconds: 20
+- priority: 2000000000
+  shutdownGracePeriodSeconds: 10
+`
+	if err := os.WriteFile(path, []byte(byPriority), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseFlags(flag.NewFlagSet("cluster", flag.ContinueOnError), []string{"--node-name", "n", "--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.loadConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.shutdownByPriority) != 2 || o.shutdownByPriority[1].Priority != 2000000000 || o.shutdownByPriority[1].ShutdownGracePeriodSeconds != 10 {
+		t.Errorf("shutdownByPriority = %+v", o.shutdownByPriority)
 	}
 }

@@ -92,4 +92,10 @@
 // the API server, so while it is unreachable only client certificates
 // authenticate and nothing is authorized (use --authorization-mode
 // AlwaysAllow with a client CA for local access during an outage).
+//
+// As examples/cluster it takes the kubelet's certificate flags:
+// --bootstrap-kubeconfig, --cert-dir (default <state-dir>/pki),
+// --rotate-certificates, --rotate-server-certificates. The TLS bootstrap
+// waits for the API server only when there is no valid client certificate
+// in the cert dir; an agent that has one starts offline.
 package main

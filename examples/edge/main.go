@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,13 +19,19 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	"github.com/nodekit/nodekit/clusterapiserver/certificate"
+	"github.com/nodekit/nodekit/examples/internal/excerts"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/exserver"
+	"github.com/nodekit/nodekit/examples/internal/exshutdown"
 	"github.com/nodekit/nodekit/examples/internal/exutil"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/lifecycle"
+	"github.com/nodekit/nodekit/nodeshutdown"
+	"github.com/nodekit/nodekit/nodeshutdown/systemd"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podconfig/checkpoint"
 	"github.com/nodekit/nodekit/volumemgr"
@@ -55,6 +60,13 @@ type options struct {
 	quiet       bool
 	nodeIPs     string
 	api         exserver.Flags
+	// shutdown: the graceful node shutdown flags; logind: also take
+	// logind's delay inhibitor lock (with a grace period).
+	shutdown exshutdown.Flags
+	logind   bool
+	certs    excerts.Flags
+	// certClient renews the client certificate (--rotate-certificates).
+	certClient *certificate.Client
 }
 
 func main() {
@@ -74,9 +86,12 @@ func main() {
 	flag.BoolVar(&o.quiet, "q", false, "no pod table")
 	flag.StringVar(&o.nodeIPs, "node-ip", "", "comma-separated node addresses (at most one per family; the API server reaches the agent's API there); default: the host's")
 	o.api.Register(flag.CommandLine)
+	o.shutdown.Register(flag.CommandLine)
+	flag.BoolVar(&o.logind, "shutdown-logind", true, "with --shutdown-grace-period: also hold a logind delay inhibitor lock over D-Bus and shut the node down gracefully when logind announces a shutdown, as the kubelet does; without a system bus this is logged once and retried quietly")
+	o.certs.Register(flag.CommandLine)
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), o.shutdown.StopSignals()...)
 	defer stop()
 	if err := mainErr(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "edge:", err)
@@ -85,7 +100,27 @@ func main() {
 }
 
 func mainErr(ctx context.Context, o options) error {
-	cfg, err := restConfig(o)
+	var cfg *rest.Config
+	var err error
+	if o.certs.Enabled() {
+		// The kubelet's TLS bootstrap (it waits for the API server only
+		// when there is no valid client certificate); --cert-dir defaults
+		// to <state-dir>/pki.
+		if o.nodeName == "" {
+			return errors.New("--node-name is required")
+		}
+		if o.server != "" || o.token != "" {
+			return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+		}
+		cfg, o.certClient, err = o.certs.Client(ctx, o.kubeconfig, o.nodeName, o.stateDir, exlog.New(o.verbose))
+		if err == nil {
+			defer o.certClient.CloseConnections()
+			cfg.Timeout = 10 * time.Second
+			cfg.QPS, cfg.Burst = 20, 40
+		}
+	} else {
+		cfg, err = restConfig(o)
+	}
 	if err != nil {
 		return err
 	}
@@ -143,9 +178,10 @@ func (s *persistedSource) Run(ctx context.Context) error {
 
 // edge is a built agent and the parts the example looks at.
 type edge struct {
-	agent   *nodekit.Agent
-	objects *vmapiserver.Persisted
-	root    string
+	agent    *nodekit.Agent
+	objects  *vmapiserver.Persisted
+	root     string
+	shutdown *agentshutdown.Handle // nil without --shutdown-grace-period
 }
 
 // build assembles the agent: clusterapiserver.Wire with the API server pod
@@ -224,6 +260,12 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 	}
 	reg := prometheus.NewRegistry()
 	b.WithRegisterer(reg)
+	if o.certClient != nil && o.certs.Rotate {
+		b.WithPart("client certificate", o.certClient.Run)
+	}
+	if o.api.GetCertificate, err = o.certs.Serving(b, client, o.nodeName, root, nodeIPs, log); err != nil {
+		return nil, err
+	}
 	port, err := o.api.Wire(b, client, o.nodeName, root, reg, log)
 	if err != nil {
 		return nil, err
@@ -242,6 +284,18 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		ServerPort:         port,
 		DeclaredFeatures:   o.api.DeclaredFeatures(),
 	})
+
+	// Graceful node shutdown (--shutdown-*): the group's budget also
+	// covers the unmount of the pods' volumes, as in the kubelet.
+	var watchers []agentshutdown.Watcher
+	if o.logind {
+		watchers = append(watchers, systemd.Watcher(systemd.Config{Logger: log}))
+	}
+	if e.shutdown, err = o.shutdown.Wire(b, agentshutdown.Config{
+		Shutdown: nodeshutdown.Config{Logger: log, WaitForUnmount: vm.WaitForUnmount}, Watchers: watchers,
+	}); err != nil {
+		return nil, err
+	}
 
 	agent, err = b.Build()
 	if err != nil {
@@ -269,14 +323,21 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	showCtx, stopShow := context.WithCancel(ctx)
+	defer stopShow()
 	shown := make(chan struct{})
 	go func() {
 		defer close(shown)
 		if !o.quiet {
-			exutil.Show(ctx, e.agent, out)
+			exutil.Show(showCtx, e.agent, out)
 		}
 	}()
-	err = e.agent.Run(ctx)
+	// With --shutdown-on-sigterm a SIGTERM shuts the node down gracefully,
+	// then stops the agent.
+	err = o.shutdown.Run(ctx, e.shutdown, log, func(ctx context.Context) error {
+		defer stopShow()
+		return e.agent.Run(ctx)
+	})
 	<-shown
 	return err
 }

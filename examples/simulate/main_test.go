@@ -157,6 +157,12 @@ func TestSimulatorOnFakeAPI(t *testing.T) {
 		})
 	}
 
+	for _, n := range []string{"u-0", "u-1"} {
+		waitFor(t, n+"'s lease", func() (bool, string) {
+			_, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, n, metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
+	}
 	post := func(path string) (int, string) {
 		resp, err := http.Post("http://"+h.addr.String()+path, "", nil)
 		if err != nil {

@@ -22,6 +22,9 @@ type apiFlags struct {
 	anonymous      bool
 	tlsCertFile    string
 	tlsKeyFile     string
+	// configz serves /configz (with --config and the full API).
+	//lint:ignore U1000 set with -tags kubeletconfig and read with -tags nodeapi
+	configz func() (any, error)
 }
 
 func (f *apiFlags) register(fs *flag.FlagSet) {

@@ -22,7 +22,7 @@ func (f *apiFlags) wireAPI(b *nodekit.Builder, nodeName, root string) error {
 		NodeName: nodeName, HealthzPort: f.healthzPort, HealthzAddress: f.healthzAddress,
 		Address: f.address, Port: f.port, Anonymous: f.anonymous,
 		TLSCertFile: f.tlsCertFile, TLSKeyFile: f.tlsKeyFile, CertDir: filepath.Join(root, "pki"),
-		Authorizer: server.AlwaysAllow{},
+		Authorizer: server.AlwaysAllow{}, Configz: f.configz,
 	}
 	if f.clientCAFile == "" && !f.anonymous {
 		return errors.New("--port needs --client-ca-file (or --anonymous-auth)")

@@ -10,6 +10,9 @@
 // Against a real CRI runtime (host-network pods need no CNI):
 //
 //	go run ./examples/standalone --runtime-endpoint unix:///run/containerd/containerd.sock --manifests /etc/nodekit/manifests
+//
+// --config FILE reads a kubelet configuration file (KubeletConfiguration)
+// in a binary built with -tags kubeletconfig: see the help text.
 package main
 
 import (
@@ -29,16 +32,19 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/agentshutdown"
 	"github.com/nodekit/nodekit/containerdwire"
 	"github.com/nodekit/nodekit/events"
+	"github.com/nodekit/nodekit/examples/internal/exconfig"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/examples/internal/exshutdown"
+	"github.com/nodekit/nodekit/nodeshutdown"
 	"github.com/nodekit/nodekit/pleg"
 )
 
@@ -61,6 +67,16 @@ Delete the manifests (and wait for the pods to stop) to stop the pods.
 It serves /healthz on 127.0.0.1:10248 (--healthz-port) and, with --port, the
 kubelet's HTTPS API (pods, container logs, exec, attach, port-forward) to
 clients with a certificate of --client-ca-file.
+
+--config FILE (in a binary built with -tags kubeletconfig) reads a kubelet
+configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration, YAML or
+JSON) as the kubelet does: staticPodPath,
+staticPodURL(+Header), containerRuntimeEndpoint, the health port, maxPods,
+syncFrequency, fileCheckFrequency, image pull serialization and the rest package
+kubeletconfig maps; a flag given on the command line wins over the file. The
+HTTPS API is served only when the file sets port (or --port is given), and
+container logs stay under --root unless the file sets podLogsDir. Fields the
+agent does not support are named in one warning; invalid values stop it.
 
 Flags:
 `
@@ -92,6 +108,11 @@ type options struct {
 	// pushAddr: serve the HTTP push source on this address.
 	pushAddr string
 	api      apiFlags
+	// shutdown: the graceful node shutdown flags.
+	shutdown exshutdown.Flags
+	// config is --config; given the flags given on the command line.
+	config string
+	given  exconfig.Given
 }
 
 // headerFlag collects repeated "Name:value" flags into an http.Header.
@@ -130,19 +151,22 @@ func main() {
 	flag.StringVar(&o.manifestURL, "manifest-url", "", "also run the static pods served at this URL (a Pod or PodList, YAML or JSON), fetched every 20 s, as the kubelet's --manifest-url")
 	flag.Var(&o.manifestURLHeaders, "manifest-url-header", "a 'Name:value' HTTP header sent with every --manifest-url request (repeatable), as the kubelet's")
 	flag.StringVar(&o.pushAddr, "push-addr", "", "also take static pods pushed over HTTP on this address (e.g. 127.0.0.1:10260): POST a Pod or PodList, DELETE /<namespace>/<name>, GET the list. No authentication: keep it on loopback")
+	flag.StringVar(&o.config, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration); the flags given override it (a binary built with -tags kubeletconfig)")
 	o.api.register(flag.CommandLine)
+	o.shutdown.Register(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), help)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	flag.Visit(func(f *flag.Flag) { o.eventedSet = o.eventedSet || f.Name == "evented-pleg" })
+	o.given = exconfig.GivenFlags(flag.CommandLine)
+	o.eventedSet = o.given["evented-pleg"]
 
 	if err := applyMaxProcs(o.maxProcs); err != nil {
 		fmt.Fprintln(os.Stderr, "standalone:", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), o.shutdown.StopSignals()...)
 	defer stop()
 	stopProfile := func() {}
 	if o.cpuProfile != "" {
@@ -179,11 +203,16 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
+	file, err := loadConfig(&o, root)
+	if err != nil {
+		return err
+	}
 	if o.manifests == "" {
 		o.manifests = filepath.Join(root, "manifests")
 		if err := copyShipped(o.manifests); err != nil {
 			return err
 		}
+		file.setStaticPodPath(o.manifests)
 	}
 	if o.nodeName == "" {
 		h, err := os.Hostname()
@@ -213,12 +242,14 @@ func run(ctx context.Context, o options) error {
 	}
 	b := nodekit.NewBuilder().
 		WithNodeName(o.nodeName).
-		WithManifestDir(o.manifests).
 		WithRootDir(root).
 		WithLogger(log).
 		WithEventRecorder(warnings)
-	if o.manifestURL != "" {
-		b.WithManifestURL(o.manifestURL, o.manifestURLHeaders.h)
+	if file == nil {
+		b.WithManifestDir(o.manifests)
+		if o.manifestURL != "" {
+			b.WithManifestURL(o.manifestURL, o.manifestURLHeaders.h)
+		}
 	}
 	if o.pushAddr != "" {
 		b.WithPushSource(o.pushAddr)
@@ -244,12 +275,21 @@ func run(ctx context.Context, o options) error {
 		b.WithFakeRuntime("localhost/nodekit/busybox:1")
 		runtimeName = "in-memory fake runtime"
 	} else {
-		b.WithRuntimeEndpoint(o.endpoint)
+		if file == nil {
+			b.WithRuntimeEndpoint(o.endpoint)
+		}
 		if o.containerdEvents {
 			containerdwire.Events(b, "", nil)
 		}
 	}
+	if err := file.apply(b, &o, log); err != nil {
+		return err
+	}
 	if err := o.api.wire(b, o.nodeName, root); err != nil {
+		return err
+	}
+	sd, err := o.shutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{Logger: log}})
+	if err != nil {
 		return err
 	}
 	agent, err := b.Build()
@@ -266,12 +306,19 @@ func run(ctx context.Context, o options) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	showCtx, stopShow := context.WithCancel(ctx)
+	defer stopShow()
 	shown := make(chan struct{})
 	go func() {
 		defer close(shown)
-		show(ctx, agent, warnings, o.statusFile)
+		show(showCtx, agent, warnings, o.statusFile)
 	}()
-	err = agent.Run(ctx)
+	// With --shutdown-on-sigterm a SIGTERM shuts the node down gracefully,
+	// then stops the agent.
+	err = o.shutdown.Run(ctx, sd, log, func(ctx context.Context) error {
+		defer stopShow()
+		return agent.Run(ctx)
+	})
 	<-shown
 	if err == nil {
 		fmt.Println("\nagent stopped; containers on a real runtime keep running")

@@ -38,11 +38,12 @@ type exitRun struct {
 
 // exitSample is one container exit.
 type exitSample struct {
-	Pod         string    `json:"pod"`
-	ContainerID string    `json:"containerID"`
-	FinishedAt  time.Time `json:"finishedAt"`       // the runtime's
-	VisibleAt   time.Time `json:"runtimeVisibleAt"` // first ContainerStatus saying exited
-	ReportedAt  time.Time `json:"agentReportedAt"`  // zero: never
+	Pod         string     `json:"pod"`
+	ContainerID string     `json:"containerID"`
+	FinishedAt  time.Time  `json:"finishedAt"`       // the runtime's
+	VisibleAt   time.Time  `json:"runtimeVisibleAt"` // first ContainerStatus saying exited
+	ReportedAt  time.Time  `json:"agentReportedAt"`  // zero: never
+	Trace       *exitTrace `json:"trace,omitempty"`  // -trace
 }
 
 func (r exitRun) idlePercent() float64 {
@@ -206,15 +207,25 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 	logf("  %s: idle CPU %.2f%% of a core; %d exits, one at a time", r.mode(), r.idlePercent(), len(cs))
 	rand.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
 	tl := &statusTail{path: a.statusLog, seen: map[string]time.Time{}}
+	var tr *exitTracer
+	if o.trace {
+		if tr, err = startExitTracer(ctx, o, c); err != nil {
+			return r, err
+		}
+		defer tr.stop()
+	}
 	for _, ct := range cs {
 		if err := pause(ctx, time.Duration(rand.Int64N(int64(cmp.Or(period, time.Second))))); err != nil {
 			return r, err
 		}
-		finished, visible, err := exitContainer(ctx, c, ct.Id)
+		triggered, finished, visible, err := exitContainer(ctx, c, ct.Id)
 		if err != nil {
 			return r, a.fail(err)
 		}
 		x := exitSample{Pod: ct.Labels[labelPodName], ContainerID: ct.Id, FinishedAt: finished, VisibleAt: visible}
+		if tr != nil {
+			x.Trace = &exitTrace{TriggeredAt: triggered}
+		}
 		deadline := time.Now().Add(10*time.Second + 5*period)
 		for {
 			if err := tl.poll(map[string]bool{ct.Id: true}); err != nil {
@@ -242,6 +253,17 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 			return r, err
 		}
 	}
+	if tr != nil {
+		if err := tr.stop(); err != nil {
+			return r, err
+		}
+		if err := tr.fill(o, r.Samples); err != nil {
+			return r, err
+		}
+		for _, l := range traceRows(r.Samples) {
+			logf("  %s: %s", r.mode(), l)
+		}
+	}
 	if err := a.removeManifests(); err != nil {
 		return r, err
 	}
@@ -253,28 +275,29 @@ func measureExits(ctx context.Context, o options, c *cri, bin, work string, peri
 
 // exitContainer makes the container's shell exit by opening and closing
 // its stop FIFO (through /proc/<pid>/root: root on the runtime's host) and
-// returns when it finished, as the runtime reports it, and when the runtime
-// first answered that it had.
-func exitContainer(ctx context.Context, c *cri, id string) (finished, visible time.Time, err error) {
+// returns when the FIFO was closed, when the container finished, as the
+// runtime reports it, and when the runtime first answered that it had.
+func exitContainer(ctx context.Context, c *cri, id string) (triggered, finished, visible time.Time, err error) {
 	ectx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	pid, err := c.containerPID(ectx, id)
 	if err != nil {
-		return finished, visible, err
+		return triggered, finished, visible, err
 	}
 	if err := closeFIFO(ectx, fmt.Sprintf("/proc/%d/root%s", pid, stopFIFO)); err != nil {
-		return finished, visible, fmt.Errorf("container %s: %w", id, err)
+		return triggered, finished, visible, fmt.Errorf("container %s: %w", id, err)
 	}
+	triggered = time.Now()
 	for {
 		st, err := c.rt.ContainerStatus(ectx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 		if err != nil {
-			return finished, visible, fmt.Errorf("ContainerStatus %s: %w", id, err)
+			return triggered, finished, visible, fmt.Errorf("ContainerStatus %s: %w", id, err)
 		}
 		if s := st.GetStatus(); s.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
-			return time.Unix(0, s.FinishedAt), time.Now(), nil
+			return triggered, time.Unix(0, s.FinishedAt), time.Now(), nil
 		}
 		if err := pause(ectx, 10*time.Millisecond); err != nil {
-			return finished, visible, fmt.Errorf("container %s did not exit: %w", id, err)
+			return triggered, finished, visible, fmt.Errorf("container %s did not exit: %w", id, err)
 		}
 	}
 }

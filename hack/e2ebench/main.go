@@ -19,6 +19,13 @@
 //     evented PLEG instead (containerd 2.x streams CRI container events;
 //     the relist then runs every 300s, the kubelet's evented period).
 //
+// With -trace the exit case also times each step between an exit and the
+// agent's report: containerd's native /tasks/exit (and, with -ctr,
+// /tasks/delete), the CRI CONTAINER_STOPPED_EVENT on a stream of its own,
+// the CRI exit monitor and the shim clean-up from containerd's log
+// (-containerd-log), and runc's kill and delete calls from a runc wrapper's
+// log (-runc-log); trace.go and RESULTS.md say how.
+//
 // With -kubelet PATH (a kubelet binary: hack/kubelet.sh build; path), the
 // real kubelet runs the same manifests-to-running workload, measured the
 // same way: standalone (no API server), its static pod directory the one
@@ -87,6 +94,10 @@ type options struct {
 	kubeletFlags  []string
 	kubeletSettle time.Duration
 	kubeletQoS    bool
+	trace         bool
+	runcLog       string
+	containerdLog string
+	ctr           string
 }
 
 func main() {
@@ -116,6 +127,10 @@ func main() {
 	kubeletFlags := flag.String("kubelet-flags", "", "extra flags for every kubelet run, space-separated (e.g. -v=4)")
 	flag.DurationVar(&o.kubeletSettle, "kubelet-settle", 3*time.Second, "pause after the kubelet's sync loop started, before t0")
 	flag.BoolVar(&o.kubeletQoS, "kubelet-qos-cgroups", true, "the kubelet's cgroupsPerQOS (pod cgroups under kubepods/<qos>/pod<uid>, as by default)")
+	flag.BoolVar(&o.trace, "trace", false, "exit case: also follow containerd's native /tasks/exit events and the CRI container events, and print where each exit's time went (trace in the JSON)")
+	flag.StringVar(&o.runcLog, "runc-log", "", "with -trace: a runc wrapper's log (\"<start ns> <end ns> <rc> <args>\" per call; see RESULTS.md) to time runc kill and delete")
+	flag.StringVar(&o.containerdLog, "containerd-log", "", "with -trace: containerd's log, for when its CRI exit monitor woke up")
+	flag.StringVar(&o.ctr, "ctr", "", "with -trace: containerd's ctr binary, to follow /tasks/delete with \"ctr events\"")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binary, manifests, logs, status logs)")
 	flag.BoolVar(&child, "floor-child", false, "internal: run as the floor's child process")
 	flag.IntVar(&fo.pods, "floor-pods", 0, "internal: pods the floor child starts")
@@ -518,6 +533,11 @@ func rows(o options, res *Result) (rs []Row, notes []string) {
 			Floor:   "-", Ratio: "-", Target: "-", Result: "-"})
 		rs = append(rs, Row{Case: fmt.Sprintf("idle CPU, %d pods, %s", r.Pods, r.mode()),
 			Nodekit: fmt.Sprintf("%.2f%% of a core", r.idlePercent()), Floor: "-", Ratio: "-", Target: "<= 2%", Result: verdict(r.idlePercent() <= 2)})
+	}
+	for _, r := range res.Exits {
+		for _, l := range traceRows(r.Samples) {
+			notes = append(notes, fmt.Sprintf("trace, %s: %s", r.mode(), l))
+		}
 	}
 	var both []string
 	for _, r := range res.Exits {

@@ -10,12 +10,14 @@ import (
 // on the fake runtime that does not call their wiring must not link them
 // (issue 27 item 5). Each is wired by a package of its own that imports the
 // root package (containermgr/cmwire, containerdwire, agentserver,
-// clusterapiserver).
+// clusterapiserver, agentshutdown).
 var optionalParts = []string{
 	"github.com/nodekit/nodekit/containermgr", // and below: cgroups, cpu, memory, devices
 	"github.com/nodekit/nodekit/kuberuntime/containerdevents",
 	"github.com/nodekit/nodekit/server",
 	"github.com/nodekit/nodekit/agentserver",
+	"github.com/nodekit/nodekit/nodeshutdown", // and below: systemd (D-Bus)
+	"github.com/nodekit/nodekit/agentshutdown",
 	"github.com/nodekit/nodekit/clusterapiserver",
 	"github.com/nodekit/nodekit/nodestatus",
 	"github.com/opencontainers/cgroups",

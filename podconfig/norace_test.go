@@ -1,0 +1,5 @@
+//go:build !race
+
+package podconfig
+
+const raceEnabled = false
