@@ -67,6 +67,10 @@ type Config struct {
 	// quarter of it).
 	StatusReportFrequency time.Duration
 	LeaseDurationSeconds  int32
+	// LeaseRenewInterval is how often the lease is renewed (0 = a quarter
+	// of its duration, 10s): a node simulator scales it to the load it
+	// may put on the API server.
+	LeaseRenewInterval time.Duration
 	// MaxPods and PodsPerCore give the node's pods capacity (the kubelet's
 	// maxPods, default 110, and podsPerCore: at most that many pods per
 	// core when positive).
@@ -101,6 +105,10 @@ type Config struct {
 	DeclaredFeatures []string
 	// NoLease turns the node lease off.
 	NoLease bool
+	// NoMirrorPods turns the mirror pods off, for an agent without static
+	// pods: the mirror sync lists the node's pods every MirrorPeriod, a
+	// load a simulator of many nodes may not want.
+	NoMirrorPods bool
 	// NoEvents turns off writing the agent's events to the API server
 	// (events/apiserver, on by default). Events tunes that recorder
 	// (Client, NodeName, Clock and Logger are Wire's).
@@ -309,15 +317,17 @@ func parts(a *nodekit.Agent, cfg Config, ips *nodeIPs) ([]nodekit.ClusterPart, e
 	out := []nodekit.ClusterPart{{Name: "node status", Run: ctrl.Run}}
 	if !cfg.NoLease {
 		lease, err := nsapiserver.NewLease(nsapiserver.LeaseConfig{Client: cfg.Client, NodeName: cfg.NodeName,
-			DurationSeconds: cfg.LeaseDurationSeconds, Rand: cfg.Rand, Logger: cfg.Logger})
+			DurationSeconds: cfg.LeaseDurationSeconds, RenewInterval: cfg.LeaseRenewInterval, Rand: cfg.Rand, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, nodekit.ClusterPart{Name: "node lease", Run: lease.Run})
 	}
-	out = append(out, nodekit.ClusterPart{Name: "mirror pods", Run: func(ctx context.Context) error {
-		return mirrors.Run(ctx)
-	}})
+	if !cfg.NoMirrorPods {
+		out = append(out, nodekit.ClusterPart{Name: "mirror pods", Run: func(ctx context.Context) error {
+			return mirrors.Run(ctx)
+		}})
+	}
 	return out, nil
 }
 

@@ -361,3 +361,38 @@ func TestWireNodeCapacityAndLease(t *testing.T) {
 			fmt.Sprintf("pods %s, lease %v, allocatable memory %s", pods.String(), d, mem.String())
 	})
 }
+
+// TestWireLeaseRenewInterval: LeaseRenewInterval sets how often the lease
+// is renewed (here every 50ms, so its renew time moves on at once).
+func TestWireLeaseRenewInterval(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := t.Context()
+	agent, err := clusterapiserver.Wire(nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir()),
+		clusterapiserver.Config{Client: client, NodeName: node, Machine: machine, NoEvents: true,
+			LeaseDurationSeconds: 8, LeaseRenewInterval: 50 * time.Millisecond}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	var first time.Time
+	renewals := 0
+	waitUntil(t, 20*time.Second, "lease renewed 3 times", func() (bool, string) {
+		l, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, fmt.Sprint(err)
+		}
+		if !l.Spec.RenewTime.Time.Equal(first) {
+			first = l.Spec.RenewTime.Time
+			renewals++
+		}
+		return renewals > 3, l.Spec.RenewTime.String()
+	})
+}

@@ -7,7 +7,9 @@
 #                                    same hack/apiserver/go.sum (about 16 minutes of 2 cores with an empty
 #                                    GOCACHE; see NODEKIT_APISERVER_FAST_BUILD); then, beside it, the
 #                                    upstream EndpointSlice controller alone (_endpointslice-controller,
-#                                    same module: seconds on the build cache kube-apiserver left)
+#                                    same module: seconds on the build cache kube-apiserver left), and
+#                                    the upstream node lifecycle controller (_nodelifecycle-controller,
+#                                    the same way)
 #   hack/kube-apiserver.sh install   apt-get install etcd-server and openssl when missing (as root)
 #   hack/kube-apiserver.sh start     start etcd and kube-apiserver on loopback ports, wait for /readyz,
 #                                    write two kubeconfigs (admin, node) and <dir>/env, print it; start
@@ -42,6 +44,10 @@
 #   NODEKIT_NODE_KUBECONFIG=<dir>/node.kubeconfig
 #   NODEKIT_NODE_NAME=<name>
 #   NODEKIT_ENDPOINTSLICE_CONTROLLER=1   (the EndpointSlice controller runs)
+#   NODEKIT_NODELIFECYCLE_CONTROLLER=<cache>/nodelifecycle-controller   (built; not started: a test
+#                                        that wants Nodes going NotReady on lease expiry runs it with
+#                                        its own --node-monitor-grace-period, for its own duration,
+#                                        so the other tests' Nodes are never touched)
 #   NODEKIT_KUBELET_CLIENT_CA=<dir>/kubelet-client-ca.crt  (the agent's --client-ca-file)
 #   NODEKIT_BOOTSTRAP_KUBECONFIG=<dir>/bootstrap.kubeconfig  (a bootstrap token, group
 #                             system:bootstrappers: may create CSRs, as kubeadm's join token)
@@ -67,6 +73,9 @@ STAMP="$CACHE/go.sum.sha256"
 # main.go), so adding or changing it never invalidates the cached kube-apiserver.
 ESC_BIN="$CACHE/endpointslice-controller"
 ESC_STAMP="$CACHE/endpointslice-controller.sha256"
+# The node lifecycle controller, the same way.
+NLC_BIN="$CACHE/nodelifecycle-controller"
+NLC_STAMP="$CACHE/nodelifecycle-controller.sha256"
 DIR="${NODEKIT_APISERVER_DIR:-/tmp/nodekit-apiserver}"
 NODE_NAME="${NODEKIT_NODE_NAME:-nodekit-e2e}"
 START_TIMEOUT="${NODEKIT_APISERVER_START_TIMEOUT:-90}"
@@ -79,9 +88,34 @@ esc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_endpointslice-controller/main.go" | 
 
 esc_built() { [ -x "$ESC_BIN" ] && [ -f "$ESC_STAMP" ] && [ "$(cat "$ESC_STAMP")" = "$(esc_hash)" ]; }
 
+nlc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_nodelifecycle-controller/main.go" | sha256sum | cut -d' ' -f1; }
+
+nlc_built() { [ -x "$NLC_BIN" ] && [ -f "$NLC_STAMP" ] && [ "$(cat "$NLC_STAMP")" = "$(nlc_hash)" ]; }
+
 cmd_build() {
 	build_apiserver
 	build_esc
+	build_nlc
+}
+
+# build_nlc: the node lifecycle controller (with the taint eviction
+# controller), as build_esc.
+build_nlc() {
+	if nlc_built; then
+		log "cached: $NLC_BIN"
+		return 0
+	fi
+	mkdir -p "$CACHE"
+	local start=$SECONDS
+	local flags=(-trimpath -ldflags='-s -w')
+	if [ "${NODEKIT_APISERVER_FAST_BUILD:-0}" = 1 ]; then
+		flags+=(-gcflags='all=-N -l')
+		export CGO_ENABLED=0
+	fi
+	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$NLC_BIN.tmp" ./_nodelifecycle-controller)
+	mv -f "$NLC_BIN.tmp" "$NLC_BIN"
+	nlc_hash >"$NLC_STAMP"
+	log "built $NLC_BIN in $((SECONDS - start))s"
 }
 
 # build_esc: the EndpointSlice controller, with the flags kube-apiserver is
@@ -126,19 +160,20 @@ build_apiserver() {
 	log "built $BIN in $((SECONDS - start))s"
 }
 
-# built: exit 0 when both cached binaries are there and current (no build needed).
+# built: exit 0 when the cached binaries are there and current (no build needed).
 cmd_built() {
-	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] && esc_built
+	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] && esc_built && nlc_built
 }
 
 cmd_tidy() {
 	(
 		cd "$MODDIR"
-		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go"' EXIT
+		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go" "$MODDIR/zz_tidy_nlc.go"' EXIT
 		cp _kube-apiserver/main.go zz_tidy_main.go
-		# The EndpointSlice controller's imports too (its main renamed: one
-		# package main).
+		# The controllers' imports too (their mains renamed: one package
+		# main).
 		sed 's/^func main() {/func escMain() {/' _endpointslice-controller/main.go >zz_tidy_esc.go
+		sed 's/^func main() {/func nlcMain() {/' _nodelifecycle-controller/main.go >zz_tidy_nlc.go
 		GOFLAGS=-mod=mod go mod tidy
 	)
 }
@@ -291,6 +326,11 @@ EOF
 		echo "NODEKIT_ENDPOINTSLICE_CONTROLLER=1" >>"$DIR/env"
 	else
 		log "no EndpointSlice controller at $ESC_BIN ('$0 build' builds it): Services get no EndpointSlices"
+	fi
+	if [ -x "$NLC_BIN" ]; then
+		echo "NODEKIT_NODELIFECYCLE_CONTROLLER=$NLC_BIN" >>"$DIR/env"
+	else
+		log "no node lifecycle controller at $NLC_BIN ('$0 build' builds it): tests can't check NotReady on lease expiry"
 	fi
 	log "ready at $url"
 	env_lines

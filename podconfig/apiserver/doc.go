@@ -15,4 +15,13 @@
 //		Out:      pc.Channel(ctx, podconfig.SourceAPI),
 //	})
 //	go src.Run(ctx) // returns after the watch has stopped
+//
+// A program that runs many agents in one process (a node simulator) can
+// watch the pods of every node once instead (Shared: one list and watch,
+// indexed by spec.nodeName) and give each node its Source:
+//
+//	shared, _ := apiserver.NewShared(apiserver.SharedConfig{Client: clientset})
+//	go shared.Run(ctx)
+//	src, _ := shared.Source("node-1", pc.Channel(ctx, podconfig.SourceAPI))
+//	go src.Run(ctx)
 package apiserver

@@ -14,4 +14,6 @@ var (
 	// after it returned); each value runs at most once. It is the same
 	// value as lifecycle.ErrAlreadyRan.
 	ErrAlreadyRan = lifecycle.ErrAlreadyRan
+	// ErrNodeWatched: a Shared watch already runs a source of that node.
+	ErrNodeWatched = errors.New("apiserver: node's pods already watched")
 )

@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,4 +46,34 @@ func Example() {
 	// SET api 1 web
 	// SET 2 db web
 	// <nil>
+}
+
+// ExampleShared: one watch of every node's pods, one source per node.
+func ExampleShared() {
+	client := fake.NewClientset(
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: v1.PodSpec{NodeName: "node-1"}},
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"}, Spec: v1.PodSpec{NodeName: "node-2"}},
+	)
+	shared, err := apiserver.NewShared(apiserver.SharedConfig{Client: client})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = shared.Run(ctx) })
+	for _, node := range []string{"node-1", "node-2"} {
+		out := make(chan kubetypes.PodUpdate)
+		src, err := shared.Source(node, out)
+		if err != nil {
+			panic(err)
+		}
+		wg.Go(func() { _ = src.Run(ctx) })
+		u := <-out
+		fmt.Println(node, u.Op, u.Source, len(u.Pods), u.Pods[0].Name)
+	}
+	cancel()
+	wg.Wait()
+	// Output:
+	// node-1 SET api 1 web
+	// node-2 SET api 1 db
 }
