@@ -11,14 +11,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 type container struct {
 	id        string
 	sb        *sandbox
-	config    *runtimeapi.ContainerConfig // private copy
+	config    *runtimeapi.ContainerConfig // private copy of what the fake reads (containerConfig)
 	meta      *runtimeapi.ContainerMetadata
 	imageName string // what the behaviour tables match
 	imageRef  string // image id
@@ -138,7 +137,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, conf
 	c := &container{
 		id:        newID(),
 		sb:        sb,
-		config:    proto.Clone(config).(*runtimeapi.ContainerConfig),
+		config:    containerConfig(config),
 		imageName: imageName,
 		imageRef:  imageRef,
 		state:     runtimeapi.ContainerState_CONTAINER_CREATED,
@@ -312,10 +311,10 @@ func (r *Runtime) containerStatusLocked(c *container) *runtimeapi.ContainerStatu
 		LogPath:     c.logPath,
 	}
 	for _, m := range c.config.Mounts {
-		st.Mounts = append(st.Mounts, proto.Clone(m).(*runtimeapi.Mount))
+		st.Mounts = append(st.Mounts, cloneMount(m))
 	}
 	if c.resources != nil {
-		st.Resources = &runtimeapi.ContainerResources{Linux: proto.Clone(c.resources).(*runtimeapi.LinuxContainerResources)}
+		st.Resources = &runtimeapi.ContainerResources{Linux: cloneResources(c.resources)}
 	}
 	return st
 }
@@ -405,7 +404,7 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, containerID stri
 		return coded(codes.FailedPrecondition, ErrFailedPrecondition, "container %q is not running", c.id)
 	}
 	if l := resources.GetLinux(); l != nil {
-		c.resources = proto.Clone(l).(*runtimeapi.LinuxContainerResources)
+		c.resources = cloneResources(l)
 		c.limitSince = now
 		r.advanceLocked(c, now)
 		r.wakeSubscribersLocked()

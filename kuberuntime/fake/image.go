@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -172,11 +171,7 @@ func (r *Runtime) PullImage(ctx context.Context, spec *runtimeapi.ImageSpec, aut
 		return "", coded(codes.NotFound, ErrPullFailed, "failed to pull and unpack image %q: %s: not found", ref, n)
 	}
 	img := r.addImageLocked(ref)
-	var a *runtimeapi.AuthConfig
-	if auth != nil {
-		a = proto.Clone(auth).(*runtimeapi.AuthConfig)
-	}
-	r.pulls = append(r.pulls, Pull{Image: ref, Ref: img.id, Auth: a})
+	r.pulls = append(r.pulls, Pull{Image: ref, Ref: img.id, Auth: cloneAuth(auth)})
 	return img.id, nil
 }
 

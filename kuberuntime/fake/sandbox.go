@@ -10,13 +10,12 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 type sandbox struct {
 	id          string
-	config      *runtimeapi.PodSandboxConfig // private copy
+	config      *runtimeapi.PodSandboxConfig // private copy of what the fake reads (sandboxConfig)
 	meta        *runtimeapi.PodSandboxMetadata
 	handler     string
 	state       runtimeapi.PodSandboxState
@@ -92,7 +91,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandb
 	}
 	sb := &sandbox{
 		id:          newID(),
-		config:      proto.Clone(config).(*runtimeapi.PodSandboxConfig),
+		config:      sandboxConfig(config),
 		handler:     runtimeHandler,
 		state:       runtimeapi.PodSandboxState_SANDBOX_READY,
 		createdAt:   r.nowNano(),
@@ -222,7 +221,7 @@ func (r *Runtime) sandboxStatusLocked(sb *sandbox) *runtimeapi.PodSandboxStatus 
 		CreatedAt: sb.createdAt,
 		Network:   &runtimeapi.PodSandboxNetworkStatus{Ip: ip},
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
-			Options: proto.Clone(nsOptions(sb.config)).(*runtimeapi.NamespaceOption),
+			Options: cloneNamespaceOption(nsOptions(sb.config)),
 		}},
 		Labels:         maps.Clone(sb.config.Labels),
 		Annotations:    maps.Clone(sb.config.Annotations),
