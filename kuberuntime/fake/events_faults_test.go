@@ -173,6 +173,14 @@ func TestCallRecordIsBounded(t *testing.T) {
 	if r.CountCalls("Version") != 25 {
 		t.Fatal("count lost")
 	}
+	// The default is small: an agent relists twice a second for months.
+	r, _ = newFake(t, Config{})
+	for range 1000 {
+		_, _ = r.Version(t.Context(), "v1")
+	}
+	if n := len(r.Calls()); n > 256 || n < 128 {
+		t.Fatalf("%d calls kept by default, want 128-256", n)
+	}
 }
 
 func TestInjectDelay(t *testing.T) {

@@ -91,7 +91,7 @@ type Config struct {
 	// CRI spec says and containerd does.
 	RemoveRunningFails bool
 
-	// MaxCalls bounds the call record (default 4096, a few hundred KB; the
+	// MaxCalls bounds the call record (default 256, 14 KB; the
 	// oldest half is dropped when full), so a fake that runs for long keeps
 	// only its recent calls. CountCalls counts every call regardless.
 	MaxCalls int
@@ -194,7 +194,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.defaultMemory = 2 << 20
 	}
 	if r.maxCalls <= 0 {
-		r.maxCalls = 4096
+		r.maxCalls = 256
 	}
 	var errs []error
 	if _, err := netip.ParseAddr(r.hostIP); err != nil && r.hostIP != "" {
