@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/kubetypes"
 )
@@ -38,6 +40,18 @@ func TestPerPodStateForgotten(t *testing.T) {
 				if len(s.pods)+len(s.order) != 0 {
 					t.Errorf("mode %v: source %s keeps %d pods, %d in its order", mode, name, len(s.pods), len(s.order))
 				}
+				if kept := slices.DeleteFunc(slices.Clone(s.order[:cap(s.order)]), func(u types.UID) bool { return u == "" }); len(kept) != 0 {
+					t.Errorf("mode %v: source %s's order array keeps %d gone UIDs", mode, name, len(kept))
+				}
+			}
+			// Nor does the scratch space: no UID in the spare order
+			// array, no slab holding pods carved from it.
+			sc := &c.scratch
+			if kept := slices.DeleteFunc(slices.Clone(sc.order[:cap(sc.order)]), func(u types.UID) bool { return u == "" }); len(kept) != 0 {
+				t.Errorf("mode %v: the spare order array keeps %d gone UIDs", mode, len(kept))
+			}
+			if sc.slabs.pods != nil || sc.slabs.entries != nil {
+				t.Errorf("mode %v: a slab is kept (its array holds the pods carved from it)", mode)
 			}
 			c.mu.Unlock()
 			if n != 0 {

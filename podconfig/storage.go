@@ -63,7 +63,9 @@ type nsName struct{ ns, name string }
 // slabSize bounds how many stored objects share one allocation. Objects are
 // carved from slabs so a load of thousands of pods is a few dozen
 // allocations instead of thousands; a slab lives while any object in it is
-// referenced, so a long-lived pod keeps at most slabSize-1 others' memory.
+// referenced, so a long-lived pod keeps at most slabSize-1 others' memory,
+// all from the same update (a slab is not kept from one update to the
+// next).
 const slabSize = 32
 
 // slabs hands out stored pods and entries from chunks sized by the caller's
@@ -165,7 +167,9 @@ func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 				c.disownLocked(source, uid)
 			}
 		}
-		// Keep the old order's array for the next SET (of any source).
+		// Keep the old order's array for the next SET (of any source),
+		// without the UIDs it held.
+		clear(st.order)
 		st.order, c.scratch.order = order, st.order[:0]
 	case kubetypes.REMOVE:
 		gone := make(map[types.UID]bool, len(u.Pods))
@@ -187,6 +191,7 @@ func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 					order = append(order, uid)
 				}
 			}
+			clear(st.order[len(order):])
 			st.order = order
 		}
 	default: // ADD, UPDATE, DELETE, RECONCILE: upsert the given pods
@@ -204,6 +209,9 @@ func (c *PodConfig) mergeLocked(source string, u kubetypes.PodUpdate) diff {
 	if c.metrics != nil {
 		c.metrics.pods.WithLabelValues(source).Set(float64(len(st.pods)))
 	}
+	// A slab left over holds its array, and with it the pods already
+	// carved from it, after they are gone: the next update starts its own.
+	c.scratch.slabs = slabs{}
 	return d
 }
 
