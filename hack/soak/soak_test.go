@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -34,8 +35,11 @@ var (
 	batch     = flag.Int("soak.batch", 20, "pods started and removed together")
 	rssMargin = flag.Int("soak.rss-margin-mb", 0, "fail when the idle RSS after the churn is more than this many MB over the idle RSS after the warm-up (0: report only)")
 	freshMax  = flag.Int("soak.fresh-margin-mb", 0, "fail when the idle RSS after the churn is more than this many MB over the fresh agent's, before its first pod (0: report only)")
+	anonMax   = flag.Int("soak.fresh-anon-margin-mb", 0, "fail when the anonymous part of the idle RSS after the churn (RssAnon) is more than this many MB over the fresh agent's (0: report only)")
 	slopeMax  = flag.Float64("soak.max-slope", 64, "fail when the heap after GC grows by more than this many bytes per pod after the warm-up")
 	profile   = flag.String("soak.heap-profile", "", "write a heap profile here at the end")
+	memRate   = flag.Int("soak.memprofilerate", -1, "runtime.MemProfileRate for the run (-1: 0, no heap profile sampling, unless -soak.heap-profile is given)")
+	detail    = flag.Bool("soak.detail", false, "log smaps_rollup and the Go runtime's memory classes at each RSS reading")
 )
 
 // chanSource sends every set it is given as the source's SET.
@@ -70,12 +74,14 @@ func heapAfterGC() uint64 {
 }
 
 // memStat is the process's resident set after the runtime returned what
-// it could to the OS: VmRSS, and its anonymous part (RssAnon, the heap,
-// stacks and runtime metadata, without the binary's text pages).
-type memStat struct{ rss, anon uint64 }
+// it could to the OS: VmRSS, its anonymous part (RssAnon: the heap, stacks,
+// runtime metadata and written data pages) and its file-backed part
+// (RssFile: the binary's code and read-only data pages that have run or
+// been read, clean pages the kernel can drop and read again).
+type memStat struct{ rss, anon, file uint64 }
 
 func (m memStat) String() string {
-	return fmt.Sprintf("RSS %.1f MB (anonymous %.1f MB)", float64(m.rss)/(1<<20), float64(m.anon)/(1<<20))
+	return fmt.Sprintf("RSS %.1f MB (anonymous %.1f MB, file %.1f MB)", mb(m.rss), mb(m.anon), mb(m.file))
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -99,6 +105,8 @@ func readMem(t *testing.T) memStat {
 			dst = &m.rss
 		case "RssAnon:":
 			dst = &m.anon
+		case "RssFile:":
+			dst = &m.file
 		default:
 			continue
 		}
@@ -115,7 +123,64 @@ func readMem(t *testing.T) memStat {
 	runtime.ReadMemStats(&ms)
 	t.Logf("go runtime: heap sys %d inuse %d released %d, stacks %d, mspan %d, gc %d, other %d, goroutines %d",
 		ms.HeapSys>>10, ms.HeapInuse>>10, ms.HeapReleased>>10, ms.StackSys>>10, ms.MSpanSys>>10, ms.GCSys>>10, ms.OtherSys>>10, runtime.NumGoroutine())
+	if *detail {
+		logDetail(t)
+	}
 	return m
+}
+
+// logDetail logs /proc/self/smaps_rollup and the Go runtime's memory
+// classes (KiB): where the resident set is.
+func logDetail(t *testing.T) {
+	if b, err := os.ReadFile("/proc/self/smaps_rollup"); err == nil {
+		var parts []string
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 3 && f[2] == "kB" && f[1] != "0" {
+				parts = append(parts, strings.TrimSuffix(f[0], ":")+" "+f[1])
+			}
+		}
+		t.Logf("smaps_rollup (KiB): %s", strings.Join(parts, ", "))
+	}
+	if b, err := os.ReadFile("/proc/self/smaps"); err == nil {
+		// Each mapping with resident pages: its range, name, Rss and Anonymous.
+		var head string
+		var rss string
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			switch {
+			case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+				head = f[0] + " " + f[1]
+				if len(f) >= 6 {
+					head += " " + filepath.Base(f[5])
+				}
+			case len(f) == 3 && f[0] == "Rss:":
+				rss = f[1]
+			case len(f) == 3 && f[0] == "Anonymous:" && rss != "0":
+				t.Logf("  map %s rss %s anon %s", head, rss, f[1])
+			}
+		}
+	}
+	var samples []metrics.Sample
+	for _, d := range metrics.All() {
+		if strings.HasPrefix(d.Name, "/memory/classes/") || d.Name == "/gc/heap/objects:objects" || d.Name == "/gc/heap/live:bytes" {
+			samples = append(samples, metrics.Sample{Name: d.Name})
+		}
+	}
+	metrics.Read(samples)
+	var parts []string
+	for _, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v := s.Value.Uint64()
+			name := strings.TrimPrefix(strings.TrimSuffix(strings.TrimSuffix(s.Name, ":bytes"), ":objects"), "/memory/classes/")
+			if strings.HasSuffix(s.Name, ":bytes") {
+				parts = append(parts, fmt.Sprintf("%s %d", name, v>>10))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s %d objects", name, v))
+			}
+		}
+	}
+	t.Logf("runtime/metrics (KiB): %s", strings.Join(parts, ", "))
 }
 
 // soakPod is the n-th pod: an init container, a main container with exec
@@ -141,6 +206,32 @@ func soakPod(n int) *v1.Pod {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "crash", Image: "busybox:1", Command: []string{"false"}})
 	}
 	return p
+}
+
+// peakHeap keeps the largest heap figures seen with a batch running.
+type peakHeap struct{ live, goal, objects, inuse uint64 }
+
+func (p *peakHeap) sample() {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
+	metrics.Read(s)
+	p.live = max(p.live, s[0].Value.Uint64())
+	p.goal = max(p.goal, s[1].Value.Uint64())
+	p.objects = max(p.objects, s[2].Value.Uint64())
+	p.inuse = max(p.inuse, s[2].Value.Uint64()+s[3].Value.Uint64())
+}
+
+func writeHeapProfile(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // seriesWithPodLabels counts the gathered series that name a pod or a
@@ -186,6 +277,18 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("-soak.pods %d must be a positive multiple of -soak.batch %d", total, b)
 	}
 	warm := max(total/10, 10*b)
+	// The examples' binaries link no heap profiler, so the linker turns
+	// the runtime's heap profile sampling off in them; a test binary links
+	// one (the testing package's -test.memprofile), and its sampling keeps
+	// a stack record per sampled allocation site for good (1-2 MB over a
+	// long run, and the code pages the stack walks touch). Measure the
+	// agent as it runs in those binaries unless a heap profile is asked for.
+	switch {
+	case *memRate >= 0:
+		runtime.MemProfileRate = *memRate
+	case *profile == "":
+		runtime.MemProfileRate = 0
+	}
 	wall := time.Now()
 	defer func() { t.Logf("%d pods in %s of wall time", total, time.Since(wall).Round(time.Millisecond)) }()
 	synctest.Test(t, func(t *testing.T) {
@@ -216,11 +319,15 @@ func TestSoak(t *testing.T) {
 		<-time.After(10 * time.Second)
 		synctest.Wait()
 		fresh := readMem(t)
+		if *profile != "" {
+			writeHeapProfile(t, *profile+".fresh")
+		}
 		started := time.Now()
 
 		type point struct{ pods, heap uint64 }
 		var points []point
 		var warmMem memStat
+		var peak peakHeap
 		for n := 0; n < total; n += b {
 			set := make([]*v1.Pod, 0, b)
 			for i := range b {
@@ -231,6 +338,13 @@ func TestSoak(t *testing.T) {
 				if _, _, err := a.WaitForPod(ctx, "default", p.Name, nodekit.PodRunning); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if *detail {
+				peak.sample()
+			}
+			if *profile != "" && n+b == warm {
+				runtime.GC()
+				writeHeapProfile(t, *profile+".running")
 			}
 			// Some probe periods and a crash-loop restart or two.
 			<-time.After(3 * time.Second)
@@ -261,10 +375,7 @@ func TestSoak(t *testing.T) {
 		end := heapAfterGC()
 		after := readMem(t)
 		if *profile != "" {
-			if f, err := os.Create(*profile); err == nil {
-				_ = pprof.WriteHeapProfile(f)
-				_ = f.Close()
-			}
+			writeHeapProfile(t, *profile)
 		}
 
 		// Least-squares slope of the heap against the pods churned.
@@ -276,10 +387,14 @@ func TestSoak(t *testing.T) {
 		k := float64(len(points))
 		slope := (k*sxy - sx*sy) / (k*sxx - sx*sx)
 		t.Logf("%d pods in %s of virtual time", total, time.Since(started).Round(time.Second))
+		if *detail {
+			t.Logf("with a batch running: live heap at most %d KiB, heap goal at most %d KiB, heap objects at most %d KiB, heap in use at most %d KiB",
+				peak.live>>10, peak.goal>>10, peak.objects>>10, peak.inuse>>10)
+		}
 		t.Logf("heap after GC: %d bytes after %d pods (warm-up), %d after %d and 2 idle minutes; slope %.2f bytes/pod over %d points",
 			points[0].heap, points[0].pods, end, total, slope, len(points))
-		t.Logf("idle: %s fresh, %s after %d pods (warm-up), %s after %d pods: %+.1f MB over the fresh agent, %+.1f MB over the warm one",
-			fresh, warmMem, warm, after, total, mb(after.rss)-mb(fresh.rss), mb(after.rss)-mb(warmMem.rss))
+		t.Logf("idle: %s fresh, %s after %d pods (warm-up), %s after %d pods: %+.1f MB over the fresh agent (anonymous %+.1f, file %+.1f), %+.1f MB over the warm one",
+			fresh, warmMem, warm, after, total, mb(after.rss)-mb(fresh.rss), mb(after.anon)-mb(fresh.anon), mb(after.file)-mb(fresh.file), mb(after.rss)-mb(warmMem.rss))
 
 		// Nothing per pod is left.
 		sbs, err := a.FakeRuntime().ListPodSandbox(ctx, nil)
@@ -315,6 +430,10 @@ func TestSoak(t *testing.T) {
 		if *freshMax > 0 && after.rss > fresh.rss+uint64(*freshMax)<<20 {
 			t.Errorf("idle RSS %.1f MB after %d pods, more than %d MB over the fresh agent's %.1f MB",
 				mb(after.rss), total, *freshMax, mb(fresh.rss))
+		}
+		if *anonMax > 0 && after.anon > fresh.anon+uint64(*anonMax)<<20 {
+			t.Errorf("idle anonymous RSS %.1f MB after %d pods, more than %d MB over the fresh agent's %.1f MB",
+				mb(after.anon), total, *anonMax, mb(fresh.anon))
 		}
 		cancel()
 		if err := <-done; err != nil {
