@@ -39,6 +39,7 @@ var (
 	slopeMax  = flag.Float64("soak.max-slope", 64, "fail when the heap after GC grows by more than this many bytes per pod after the warm-up")
 	profile   = flag.String("soak.heap-profile", "", "write a heap profile here at the end")
 	memRate   = flag.Int("soak.memprofilerate", -1, "runtime.MemProfileRate for the run (-1: 0, no heap profile sampling, unless -soak.heap-profile is given)")
+	pagesOut  = flag.String("soak.pages", "", "write the addresses of the binary's file-backed pages resident after the churn but not in the fresh agent here (with -soak.detail)")
 	detail    = flag.Bool("soak.detail", false, "log smaps_rollup and the Go runtime's memory classes at each RSS reading")
 )
 
@@ -208,6 +209,44 @@ func soakPod(n int) *v1.Pod {
 	return p
 }
 
+// residentPages returns the pages of the test binary's file mappings that
+// are resident (/proc/self/pagemap's present bit), by address.
+func residentPages(t *testing.T) map[uint64]bool {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pm.Close()
+	out := map[uint64]bool{}
+	for _, l := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || f[5] != exe {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		a, _ := strconv.ParseUint(lo, 16, 64)
+		z, _ := strconv.ParseUint(hi, 16, 64)
+		buf := make([]byte, (z-a)/4096*8)
+		if _, err := pm.ReadAt(buf, int64(a/4096*8)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range (z - a) / 4096 {
+			if buf[i*8+7]&0x80 != 0 {
+				out[a+i*4096] = true
+			}
+		}
+	}
+	return out
+}
+
 // peakHeap keeps the largest heap figures seen with a batch running.
 type peakHeap struct{ live, goal, objects, inuse uint64 }
 
@@ -319,6 +358,10 @@ func TestSoak(t *testing.T) {
 		<-time.After(10 * time.Second)
 		synctest.Wait()
 		fresh := readMem(t)
+		var freshPages map[uint64]bool
+		if *pagesOut != "" {
+			freshPages = residentPages(t)
+		}
 		if *profile != "" {
 			writeHeapProfile(t, *profile+".fresh")
 		}
@@ -376,6 +419,17 @@ func TestSoak(t *testing.T) {
 		after := readMem(t)
 		if *profile != "" {
 			writeHeapProfile(t, *profile)
+		}
+		if *pagesOut != "" {
+			var b strings.Builder
+			for a := range residentPages(t) {
+				if !freshPages[a] {
+					fmt.Fprintf(&b, "%x\n", a)
+				}
+			}
+			if err := os.WriteFile(*pagesOut, []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 
 		// Least-squares slope of the heap against the pods churned.
