@@ -44,6 +44,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -142,6 +143,12 @@ func main() {
 	var o options
 	o.register(flag.CommandLine)
 	flag.Parse()
+	if !o.pprof {
+		// Serving /debug/pprof links the heap profiler, and with it the
+		// runtime samples allocations and keeps a record per sampled
+		// stack for good; without -pprof nothing can read them.
+		runtime.MemProfileRate = 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := mainErr(ctx, o); err != nil {
