@@ -37,7 +37,7 @@ var (
 	freshMax  = flag.Int("soak.fresh-margin-mb", 0, "fail when the idle RSS after the churn is more than this many MB over the fresh agent's, before its first pod (0: report only)")
 	anonMax   = flag.Int("soak.fresh-anon-margin-mb", 0, "fail when the anonymous part of the idle RSS after the churn (RssAnon) is more than this many MB over the fresh agent's (0: report only)")
 	slopeMax  = flag.Float64("soak.max-slope", 64, "fail when the heap after GC grows by more than this many bytes per pod after the warm-up")
-	profile   = flag.String("soak.heap-profile", "", "write a heap profile here at the end")
+	profile   = flag.String("soak.heap-profile", "", "write a heap profile here at the end (and FILE.fresh, FILE.running with the warm-up's last batch running, FILE.warm idle after it)")
 	memRate   = flag.Int("soak.memprofilerate", -1, "runtime.MemProfileRate for the run (-1: 0, no heap profile sampling, unless -soak.heap-profile is given)")
 	pagesOut  = flag.String("soak.pages", "", "write the addresses of the binary's file-backed pages resident after the churn but not in the fresh agent here (with -soak.detail)")
 	detail    = flag.Bool("soak.detail", false, "log smaps_rollup and the Go runtime's memory classes at each RSS reading")
@@ -409,6 +409,9 @@ func TestSoak(t *testing.T) {
 				t.Logf("heap after GC after %6d pods: %8d bytes (progress)", done, points[len(points)-1].heap)
 				if done == warm {
 					warmMem = readMem(t)
+					if *profile != "" {
+						writeHeapProfile(t, *profile+".warm")
+					}
 				}
 			}
 		}
