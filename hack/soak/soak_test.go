@@ -79,7 +79,7 @@ func heapAfterGC() uint64 {
 // runtime metadata and written data pages) and its file-backed part
 // (RssFile: the binary's code and read-only data pages that have run or
 // been read, clean pages the kernel can drop and read again).
-type memStat struct{ rss, anon, file uint64 }
+type memStat struct{ rss, anon, file, threads uint64 }
 
 func (m memStat) String() string {
 	return fmt.Sprintf("RSS %.1f MB (anonymous %.1f MB, file %.1f MB)", mb(m.rss), mb(m.anon), mb(m.file))
@@ -108,6 +108,8 @@ func readMem(t *testing.T) memStat {
 			dst = &m.anon
 		case "RssFile:":
 			dst = &m.file
+		case "Threads:":
+			dst = &m.threads
 		default:
 			continue
 		}
@@ -115,15 +117,18 @@ func readMem(t *testing.T) memStat {
 		if err != nil {
 			t.Fatal(err)
 		}
-		*dst = kb << 10
+		*dst = kb
+		if dst != &m.threads {
+			*dst <<= 10
+		}
 	}
 	if m.rss == 0 {
 		t.Fatal("no VmRSS in /proc/self/status")
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	t.Logf("go runtime: heap sys %d inuse %d released %d, stacks %d, mspan %d, gc %d, other %d, goroutines %d",
-		ms.HeapSys>>10, ms.HeapInuse>>10, ms.HeapReleased>>10, ms.StackSys>>10, ms.MSpanSys>>10, ms.GCSys>>10, ms.OtherSys>>10, runtime.NumGoroutine())
+	t.Logf("go runtime: heap sys %d inuse %d released %d, stacks %d, mspan %d, gc %d, other %d, goroutines %d, threads %d",
+		ms.HeapSys>>10, ms.HeapInuse>>10, ms.HeapReleased>>10, ms.StackSys>>10, ms.MSpanSys>>10, ms.GCSys>>10, ms.OtherSys>>10, runtime.NumGoroutine(), m.threads)
 	if *detail {
 		logDetail(t)
 	}
