@@ -9,7 +9,9 @@
 #                                    upstream EndpointSlice controller alone (_endpointslice-controller,
 #                                    same module: seconds on the build cache kube-apiserver left), and
 #                                    the upstream node lifecycle controller (_nodelifecycle-controller,
-#                                    the same way)
+#                                    the same way), and kube-scheduler v1.36.3 (_kube-scheduler: the
+#                                    upstream command unchanged; its own binary and stamp, go.sum +
+#                                    go.mod + its main.go; about a minute on that build cache)
 #   hack/kube-apiserver.sh install   apt-get install etcd-server and openssl when missing (as root)
 #   hack/kube-apiserver.sh start     start etcd and kube-apiserver on loopback ports, wait for /readyz,
 #                                    write two kubeconfigs (admin, node) and <dir>/env, print it; start
@@ -21,7 +23,8 @@
 #                                    same port with the same etcd, certs and tokens; wait for /readyz
 #   hack/kube-apiserver.sh env       print the env lines
 #   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main packages sit in
-#                                    _kube-apiserver/ and _endpointslice-controller/, which tidy
+#                                    _kube-apiserver/, _endpointslice-controller/,
+#                                    _nodelifecycle-controller/ and _kube-scheduler/, which tidy
 #                                    alone does not see)
 #
 # Environment:
@@ -47,7 +50,15 @@
 #   NODEKIT_NODELIFECYCLE_CONTROLLER=<cache>/nodelifecycle-controller   (built; not started: a test
 #                                        that wants Nodes going NotReady on lease expiry runs it with
 #                                        its own --node-monitor-grace-period, for its own duration,
-#                                        so the other tests' Nodes are never touched)
+#                                        with --node-selector naming its own Nodes' label, so the
+#                                        other tests' Nodes and pods are never touched; with
+#                                        --taint-eviction it also evicts the pods of the Nodes it
+#                                        taints)
+#   NODEKIT_KUBE_SCHEDULER=<cache>/kube-scheduler   (built; not started: a test whose pods are to be
+#                                        placed by the real scheduler runs it with the admin
+#                                        kubeconfig, leader election off and --secure-port 0, for
+#                                        its own duration, its pods' nodeSelector naming its own
+#                                        Nodes)
 #   NODEKIT_KUBELET_CLIENT_CA=<dir>/kubelet-client-ca.crt  (the agent's --client-ca-file)
 #   NODEKIT_BOOTSTRAP_KUBECONFIG=<dir>/bootstrap.kubeconfig  (a bootstrap token, group
 #                             system:bootstrappers: may create CSRs, as kubeadm's join token)
@@ -76,6 +87,9 @@ ESC_STAMP="$CACHE/endpointslice-controller.sha256"
 # The node lifecycle controller, the same way.
 NLC_BIN="$CACHE/nodelifecycle-controller"
 NLC_STAMP="$CACHE/nodelifecycle-controller.sha256"
+# kube-scheduler, the same way.
+KS_BIN="$CACHE/kube-scheduler"
+KS_STAMP="$CACHE/kube-scheduler.sha256"
 DIR="${NODEKIT_APISERVER_DIR:-/tmp/nodekit-apiserver}"
 NODE_NAME="${NODEKIT_NODE_NAME:-nodekit-e2e}"
 START_TIMEOUT="${NODEKIT_APISERVER_START_TIMEOUT:-90}"
@@ -92,10 +106,35 @@ nlc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_nodelifecycle-controller/main.go" | 
 
 nlc_built() { [ -x "$NLC_BIN" ] && [ -f "$NLC_STAMP" ] && [ "$(cat "$NLC_STAMP")" = "$(nlc_hash)" ]; }
 
+ks_hash() { cat "$MODDIR/go.sum" "$MODDIR/go.mod" "$MODDIR/_kube-scheduler/main.go" | sha256sum | cut -d' ' -f1; }
+
+ks_built() { [ -x "$KS_BIN" ] && [ -f "$KS_STAMP" ] && [ "$(cat "$KS_STAMP")" = "$(ks_hash)" ]; }
+
 cmd_build() {
 	build_apiserver
 	build_esc
 	build_nlc
+	build_ks
+}
+
+# build_ks: kube-scheduler, as build_esc (about a minute on the build cache
+# kube-apiserver left: the scheduler's own packages and plugins).
+build_ks() {
+	if ks_built; then
+		log "cached: $KS_BIN"
+		return 0
+	fi
+	mkdir -p "$CACHE"
+	local start=$SECONDS
+	local flags=(-trimpath -ldflags='-s -w')
+	if [ "${NODEKIT_APISERVER_FAST_BUILD:-0}" = 1 ]; then
+		flags+=(-gcflags='all=-N -l')
+		export CGO_ENABLED=0
+	fi
+	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$KS_BIN.tmp" ./_kube-scheduler)
+	mv -f "$KS_BIN.tmp" "$KS_BIN"
+	ks_hash >"$KS_STAMP"
+	log "built $KS_BIN in $((SECONDS - start))s"
 }
 
 # build_nlc: the node lifecycle controller (with the taint eviction
@@ -162,18 +201,19 @@ build_apiserver() {
 
 # built: exit 0 when the cached binaries are there and current (no build needed).
 cmd_built() {
-	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] && esc_built && nlc_built
+	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] && esc_built && nlc_built && ks_built
 }
 
 cmd_tidy() {
 	(
 		cd "$MODDIR"
-		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go" "$MODDIR/zz_tidy_nlc.go"' EXIT
+		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go" "$MODDIR/zz_tidy_nlc.go" "$MODDIR/zz_tidy_ks.go"' EXIT
 		cp _kube-apiserver/main.go zz_tidy_main.go
 		# The controllers' imports too (their mains renamed: one package
 		# main).
 		sed 's/^func main() {/func escMain() {/' _endpointslice-controller/main.go >zz_tidy_esc.go
 		sed 's/^func main() {/func nlcMain() {/' _nodelifecycle-controller/main.go >zz_tidy_nlc.go
+		sed 's/^func main() {/func ksMain() {/' _kube-scheduler/main.go >zz_tidy_ks.go
 		GOFLAGS=-mod=mod go mod tidy
 	)
 }
@@ -331,6 +371,11 @@ EOF
 		echo "NODEKIT_NODELIFECYCLE_CONTROLLER=$NLC_BIN" >>"$DIR/env"
 	else
 		log "no node lifecycle controller at $NLC_BIN ('$0 build' builds it): tests can't check NotReady on lease expiry"
+	fi
+	if [ -x "$KS_BIN" ]; then
+		echo "NODEKIT_KUBE_SCHEDULER=$KS_BIN" >>"$DIR/env"
+	else
+		log "no kube-scheduler at $KS_BIN ('$0 build' builds it): tests of scheduler-placed pods skip"
 	fi
 	log "ready at $url"
 	env_lines
