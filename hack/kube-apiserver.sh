@@ -10,8 +10,8 @@
 #                                    same module: seconds on the build cache kube-apiserver left), and
 #                                    the upstream node lifecycle controller (_nodelifecycle-controller,
 #                                    the same way), and kube-scheduler v1.36.3 (_kube-scheduler: the
-#                                    upstream command unchanged; its own binary and stamp, go.sum +
-#                                    go.mod + its main.go; about a minute on that build cache)
+#                                    upstream command unchanged; the same way, about a minute on
+#                                    that build cache); each has its own binary and stamp
 #   hack/kube-apiserver.sh install   apt-get install etcd-server and openssl when missing (as root)
 #   hack/kube-apiserver.sh start     start etcd and kube-apiserver on loopback ports, wait for /readyz,
 #                                    write two kubeconfigs (admin, node) and <dir>/env, print it; start
@@ -80,16 +80,15 @@ MODDIR="$REPO/hack/apiserver"
 CACHE="${NODEKIT_APISERVER_CACHE:-/var/cache/nodekit/kube-apiserver-$VERSION}"
 BIN="$CACHE/kube-apiserver"
 STAMP="$CACHE/go.sum.sha256"
-# The EndpointSlice controller has its own binary and stamp (go.sum and its
-# main.go), so adding or changing it never invalidates the cached kube-apiserver.
+# Beside it, programs of the same module (hack/apiserver/_<name>/main.go),
+# each with its own binary and stamp (<bin>.sha256: go.sum and its main.go),
+# so adding or changing one never invalidates the cached kube-apiserver:
+# the EndpointSlice controller, the node lifecycle controller (with the
+# taint eviction controller) and kube-scheduler.
+AUX=(endpointslice-controller nodelifecycle-controller kube-scheduler)
 ESC_BIN="$CACHE/endpointslice-controller"
-ESC_STAMP="$CACHE/endpointslice-controller.sha256"
-# The node lifecycle controller, the same way.
 NLC_BIN="$CACHE/nodelifecycle-controller"
-NLC_STAMP="$CACHE/nodelifecycle-controller.sha256"
-# kube-scheduler, the same way.
 KS_BIN="$CACHE/kube-scheduler"
-KS_STAMP="$CACHE/kube-scheduler.sha256"
 DIR="${NODEKIT_APISERVER_DIR:-/tmp/nodekit-apiserver}"
 NODE_NAME="${NODEKIT_NODE_NAME:-nodekit-e2e}"
 START_TIMEOUT="${NODEKIT_APISERVER_START_TIMEOUT:-90}"
@@ -98,30 +97,25 @@ log() { echo "kube-apiserver.sh: $*" >&2; }
 
 gosum_hash() { sha256sum "$MODDIR/go.sum" | cut -d' ' -f1; }
 
-esc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_endpointslice-controller/main.go" | sha256sum | cut -d' ' -f1; }
+aux_hash() { cat "$MODDIR/go.sum" "$MODDIR/_$1/main.go" | sha256sum | cut -d' ' -f1; }
 
-esc_built() { [ -x "$ESC_BIN" ] && [ -f "$ESC_STAMP" ] && [ "$(cat "$ESC_STAMP")" = "$(esc_hash)" ]; }
-
-nlc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_nodelifecycle-controller/main.go" | sha256sum | cut -d' ' -f1; }
-
-nlc_built() { [ -x "$NLC_BIN" ] && [ -f "$NLC_STAMP" ] && [ "$(cat "$NLC_STAMP")" = "$(nlc_hash)" ]; }
-
-ks_hash() { cat "$MODDIR/go.sum" "$MODDIR/go.mod" "$MODDIR/_kube-scheduler/main.go" | sha256sum | cut -d' ' -f1; }
-
-ks_built() { [ -x "$KS_BIN" ] && [ -f "$KS_STAMP" ] && [ "$(cat "$KS_STAMP")" = "$(ks_hash)" ]; }
+aux_built() { [ -x "$CACHE/$1" ] && [ -f "$CACHE/$1.sha256" ] && [ "$(cat "$CACHE/$1.sha256")" = "$(aux_hash "$1")" ]; }
 
 cmd_build() {
 	build_apiserver
-	build_esc
-	build_nlc
-	build_ks
+	local name
+	for name in "${AUX[@]}"; do
+		build_aux "$name"
+	done
 }
 
-# build_ks: kube-scheduler, as build_esc (about a minute on the build cache
-# kube-apiserver left: the scheduler's own packages and plugins).
-build_ks() {
-	if ks_built; then
-		log "cached: $KS_BIN"
+# build_aux name: hack/apiserver/_<name> into $CACHE/<name>, with the
+# flags kube-apiserver is built with, so it reuses its build cache
+# (seconds to a minute each).
+build_aux() {
+	local bin="$CACHE/$1"
+	if aux_built "$1"; then
+		log "cached: $bin"
 		return 0
 	fi
 	mkdir -p "$CACHE"
@@ -131,50 +125,10 @@ build_ks() {
 		flags+=(-gcflags='all=-N -l')
 		export CGO_ENABLED=0
 	fi
-	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$KS_BIN.tmp" ./_kube-scheduler)
-	mv -f "$KS_BIN.tmp" "$KS_BIN"
-	ks_hash >"$KS_STAMP"
-	log "built $KS_BIN in $((SECONDS - start))s"
-}
-
-# build_nlc: the node lifecycle controller (with the taint eviction
-# controller), as build_esc.
-build_nlc() {
-	if nlc_built; then
-		log "cached: $NLC_BIN"
-		return 0
-	fi
-	mkdir -p "$CACHE"
-	local start=$SECONDS
-	local flags=(-trimpath -ldflags='-s -w')
-	if [ "${NODEKIT_APISERVER_FAST_BUILD:-0}" = 1 ]; then
-		flags+=(-gcflags='all=-N -l')
-		export CGO_ENABLED=0
-	fi
-	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$NLC_BIN.tmp" ./_nodelifecycle-controller)
-	mv -f "$NLC_BIN.tmp" "$NLC_BIN"
-	nlc_hash >"$NLC_STAMP"
-	log "built $NLC_BIN in $((SECONDS - start))s"
-}
-
-# build_esc: the EndpointSlice controller, with the flags kube-apiserver is
-# built with, so it reuses its build cache.
-build_esc() {
-	if esc_built; then
-		log "cached: $ESC_BIN"
-		return 0
-	fi
-	mkdir -p "$CACHE"
-	local start=$SECONDS
-	local flags=(-trimpath -ldflags='-s -w')
-	if [ "${NODEKIT_APISERVER_FAST_BUILD:-0}" = 1 ]; then
-		flags+=(-gcflags='all=-N -l')
-		export CGO_ENABLED=0
-	fi
-	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$ESC_BIN.tmp" ./_endpointslice-controller)
-	mv -f "$ESC_BIN.tmp" "$ESC_BIN"
-	esc_hash >"$ESC_STAMP"
-	log "built $ESC_BIN in $((SECONDS - start))s"
+	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$bin.tmp" "./_$1")
+	mv -f "$bin.tmp" "$bin"
+	aux_hash "$1" >"$bin.sha256"
+	log "built $bin in $((SECONDS - start))s"
 }
 
 build_apiserver() {
@@ -201,7 +155,11 @@ build_apiserver() {
 
 # built: exit 0 when the cached binaries are there and current (no build needed).
 cmd_built() {
-	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] && esc_built && nlc_built && ks_built
+	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] || return 1
+	local name
+	for name in "${AUX[@]}"; do
+		aux_built "$name" || return 1
+	done
 }
 
 cmd_tidy() {
