@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/pleg"
@@ -101,7 +102,7 @@ func benchManifests(tb testing.TB, n int) string {
 	dir := tb.TempDir()
 	for i := range n {
 		name := fmt.Sprintf("p%04d", i)
-		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(podManifest(name, forever)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(agenttest.PodManifest(name, agenttest.Forever)), 0o644); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 )
 
 const sidecarManifest = `apiVersion: v1
@@ -46,7 +47,7 @@ func TestFollowUpSyncDoesNotWaitForRelist(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "sidecar.yaml"), []byte(sidecarManifest), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			sink := newNameSink()
+			sink := agenttest.NewNameSink()
 			b := nodekit.NewBuilder().
 				WithNodeName("node1").
 				WithFakeRuntime("busybox:1").
@@ -61,7 +62,7 @@ func TestFollowUpSyncDoesNotWaitForRelist(t *testing.T) {
 				t.Fatal(err)
 			}
 			agent.PLEG().SetRelistPeriod(time.Hour, 2*time.Hour)
-			stop := startAgent(t, agent)
+			stop := agenttest.StartAgent(t, agent)
 			defer func() {
 				if err := stop(); err != nil {
 					t.Errorf("Run = %v", err)
@@ -69,10 +70,8 @@ func TestFollowUpSyncDoesNotWaitForRelist(t *testing.T) {
 			}()
 			// Far less than a relist period, and than the evented PLEG's
 			// 5s cache refresh; far more than the milliseconds it takes.
-			waitUntil(t, 4*time.Second, sink.changed, "app and sidecar running", func() (bool, string) {
-				sink.mu.Lock()
-				defer sink.mu.Unlock()
-				st := sink.status["with-sidecar-node1"]
+			agenttest.WaitUntil(t, 4*time.Second, sink.Changed(), "app and sidecar running", func() (bool, string) {
+				st, _ := sink.Status("with-sidecar-node1")
 				running := 0
 				for _, cs := range append(append([]v1.ContainerStatus(nil), st.InitContainerStatuses...), st.ContainerStatuses...) {
 					if cs.State.Running != nil {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podstatus"
 )
@@ -70,7 +71,7 @@ func TestWithCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
-	waitUntil(t, 10*time.Second, sink.Changed(), "pod from the api source running", func() (bool, string) {
+	agenttest.WaitUntil(t, 10*time.Second, sink.Changed(), "pod from the api source running", func() (bool, string) {
 		st, ok := sink.Get("uid-web")
 		return ok && st.Phase == v1.PodRunning && started.Load() == 1, string(st.Phase)
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/containermgr/devicemanager/deviceplugin"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
@@ -40,9 +41,9 @@ func TestWithDeviceManager(t *testing.T) {
 	}
 	dir := t.TempDir()
 	withWidgets := func(name string, n string) string {
-		return podManifest(name, forever) + "    resources:\n      limits: {example.com/widget: \"" + n + "\"}\n"
+		return agenttest.PodManifest(name, agenttest.Forever) + "    resources:\n      limits: {example.com/widget: \"" + n + "\"}\n"
 	}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	agent, err := nodekit.NewBuilder().
 		WithNodeName("node1").
 		WithRuntime(rt).
@@ -54,7 +55,7 @@ func TestWithDeviceManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startAgent(t, agent)
+	stop := agenttest.StartAgent(t, agent)
 	<-dm.Ready()
 	plugin, err := deviceplugin.New(deviceplugin.Config{
 		ResourceName: "example.com/widget", PluginDir: pluginDir,
@@ -79,7 +80,7 @@ func TestWithDeviceManager(t *testing.T) {
 			t.Errorf("plugin: %v", err)
 		}
 	}()
-	waitUntil(t, 20*time.Second, nil, "3 widgets", func() (bool, string) {
+	agenttest.WaitUntil(t, 20*time.Second, nil, "3 widgets", func() (bool, string) {
 		c, a := agent.DeviceCapacity()
 		cq, aq := c["example.com/widget"], a["example.com/widget"]
 		return cq.Value() == 3 && aq.Value() == 3, ""
@@ -89,8 +90,8 @@ func TestWithDeviceManager(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(withWidgets("a", "2")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, sink.changed, "pod a Running", func() (bool, string) {
-		return sink.phases()["a-node1"] == v1.PodRunning, ""
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "pod a Running", func() (bool, string) {
+		return sink.Phases()["a-node1"] == v1.PodRunning, ""
 	})
 	cs, err := rt.ListContainers(t.Context(), nil)
 	if err != nil || len(cs) != 1 {
@@ -123,10 +124,8 @@ func TestWithDeviceManager(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(withWidgets("b", "2")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, sink.changed, "pod b rejected", func() (bool, string) {
-		sink.mu.Lock()
-		defer sink.mu.Unlock()
-		b := sink.status["b-node1"]
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "pod b rejected", func() (bool, string) {
+		b, _ := sink.Status("b-node1")
 		return b.Phase == v1.PodFailed && b.Reason == "UnexpectedAdmissionError" &&
 			strings.Contains(b.Message, "requested number of devices unavailable for example.com/widget. Requested: 2, Available: 1"), b.Reason + " " + b.Message
 	})
@@ -134,7 +133,7 @@ func TestWithDeviceManager(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, nil, "a's devices freed", func() (bool, string) {
+	agenttest.WaitUntil(t, 20*time.Second, nil, "a's devices freed", func() (bool, string) {
 		return dm.ContainerDevices(uid, "main") == nil, ""
 	})
 	if err := stop(); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
@@ -101,7 +102,7 @@ func evictionPod(name string, res v1.ResourceList) *v1.Pod {
 		Spec: v1.PodSpec{
 			HostNetwork: true, RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{
-				Name: "main", Image: "busybox:1", Command: []string{"sh", "-c", forever},
+				Name: "main", Image: "busybox:1", Command: []string{"sh", "-c", agenttest.Forever},
 				Resources: v1.ResourceRequirements{Requests: res, Limits: res},
 			}},
 		},
@@ -130,7 +131,7 @@ func TestWithEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &evictionSource{sets: make(chan []*v1.Pod, 4)}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	var built nodekit.EvictionParts
 	agent, err := nodekit.NewBuilder().
 		WithNodeName("node1").
@@ -156,10 +157,10 @@ func TestWithEviction(t *testing.T) {
 		t.Fatal("Agent.Eviction is not the manager WithEvictionOptions built")
 	}
 	pressure := agent.Pressure()
-	stop := startAgent(t, agent)
+	stop := agenttest.StartAgent(t, agent)
 	src.sets <- []*v1.Pod{guaranteed, besteffort}
-	waitUntil(t, 20*time.Second, sink.changed, "both pods Running", func() (bool, string) {
-		p := sink.phases()
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "both pods Running", func() (bool, string) {
+		p := sink.Phases()
 		return p["guaranteed"] == v1.PodRunning && p["besteffort"] == v1.PodRunning, ""
 	})
 	if built.Manager.IsUnderMemoryPressure() {
@@ -169,15 +170,11 @@ func TestWithEviction(t *testing.T) {
 
 	// The BestEffort pod grows: 1024 - 32 - 600 = 392Mi available < 500Mi.
 	stats.setUsage(besteffort.UID, 600*evMiB)
-	waitUntil(t, 20*time.Second, sink.changed, "the BestEffort pod evicted", func() (bool, string) {
-		sink.mu.Lock()
-		st := sink.status["besteffort"]
-		sink.mu.Unlock()
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "the BestEffort pod evicted", func() (bool, string) {
+		st, _ := sink.Status("besteffort")
 		return st.Phase == v1.PodFailed && st.Reason == eviction.Reason, string(st.Phase) + " " + st.Reason
 	})
-	sink.mu.Lock()
-	st := sink.status["besteffort"]
-	sink.mu.Unlock()
+	st, _ := sink.Status("besteffort")
 	if !strings.Contains(st.Message, "The node was low on resource: memory. Threshold quantity: 500Mi") {
 		t.Errorf("eviction message %q", st.Message)
 	}
@@ -208,13 +205,11 @@ func TestWithEviction(t *testing.T) {
 	burstable := evictionPod("burstable", nil)
 	burstable.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi")}
 	src.sets <- []*v1.Pod{guaranteed, besteffort, late, burstable}
-	waitUntil(t, 20*time.Second, sink.changed, "late BestEffort rejected, Burstable Running", func() (bool, string) {
-		p := sink.phases()
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "late BestEffort rejected, Burstable Running", func() (bool, string) {
+		p := sink.Phases()
 		return p["late-besteffort"] == v1.PodFailed && p["burstable"] == v1.PodRunning, string(p["late-besteffort"]) + " " + string(p["burstable"])
 	})
-	sink.mu.Lock()
-	rej := sink.status["late-besteffort"]
-	sink.mu.Unlock()
+	rej, _ := sink.Status("late-besteffort")
 	if rej.Reason != eviction.Reason || !strings.Contains(rej.Message, "The node had condition: [MemoryPressure]") {
 		t.Errorf("rejection %q: %q", rej.Reason, rej.Message)
 	}
@@ -331,7 +326,7 @@ func TestWithEvictionDefaultStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &evictionSource{sets: make(chan []*v1.Pod, 4)}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	var built nodekit.EvictionParts
 	root := t.TempDir()
 	b := nodekit.NewBuilder().
@@ -348,10 +343,10 @@ func TestWithEvictionDefaultStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startAgent(t, agent)
+	stop := agenttest.StartAgent(t, agent)
 	src.sets <- []*v1.Pod{guaranteed, besteffort}
-	waitUntil(t, 20*time.Second, sink.changed, "both pods Running", func() (bool, string) {
-		p := sink.phases()
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "both pods Running", func() (bool, string) {
+		p := sink.Phases()
 		return p["guaranteed"] == v1.PodRunning && p["besteffort"] == v1.PodRunning, ""
 	})
 	pods := filepath.Join(memRoot, "kubepods")
@@ -362,13 +357,11 @@ func TestWithEvictionDefaultStats(t *testing.T) {
 		t.Fatal("pressure with 3/4 of the memory available and a 50% threshold")
 	}
 	writeCgroupFiles(t, memRoot, memTotal/4*3) // 1/4 available
-	waitUntil(t, 20*time.Second, sink.changed, "the BestEffort pod evicted", func() (bool, string) {
-		sink.mu.Lock()
-		st := sink.status["besteffort"]
-		sink.mu.Unlock()
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "the BestEffort pod evicted", func() (bool, string) {
+		st, _ := sink.Status("besteffort")
 		return st.Phase == v1.PodFailed && st.Reason == eviction.Reason, string(st.Phase) + " " + st.Reason
 	})
-	if p := sink.phases()["guaranteed"]; p != v1.PodRunning {
+	if p := sink.Phases()["guaranteed"]; p != v1.PodRunning {
 		t.Errorf("the Guaranteed pod is %s", p)
 	}
 	if err := stop(); err != nil {

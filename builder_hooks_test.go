@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -79,7 +80,7 @@ func TestHooksAndParts(t *testing.T) {
 	dir := t.TempDir()
 	writeManifests(t, dir, "a")
 	h := &recordingHooks{}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	partStarted, partStopped := make(chan struct{}), make(chan struct{})
 	loopEdited := false
 	agent, err := nodekit.NewBuilder().
@@ -110,19 +111,19 @@ func TestHooksAndParts(t *testing.T) {
 	if !loopEdited {
 		t.Error("WithSyncLoopConfig's edit was not applied")
 	}
-	stop := startAgent(t, agent)
+	stop := agenttest.StartAgent(t, agent)
 	select {
 	case <-partStarted:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the extra part did not start")
 	}
-	waitUntil(t, 20*time.Second, sink.changed, "pod Running", func() (bool, string) {
-		return sink.phases()["a-node1"] == v1.PodRunning, ""
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "pod Running", func() (bool, string) {
+		return sink.Phases()["a-node1"] == v1.PodRunning, ""
 	})
 	// The prober hears of the pod when the sync that started it returns,
 	// after its status was recorded (syncloop's podSyncer): wait for it
 	// rather than assume it came before the Running status.
-	waitUntil(t, 20*time.Second, nil, "every hook called", func() (bool, string) {
+	agenttest.WaitUntil(t, 20*time.Second, nil, "every hook called", func() (bool, string) {
 		var never []string
 		for _, what := range []string{"mount", "cgroup", "probes", "container mounts", "parent"} {
 			if h.count(what) == 0 {
@@ -137,7 +138,7 @@ func TestHooksAndParts(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, nil, "the PodTerminated hook", func() (bool, string) {
+	agenttest.WaitUntil(t, 20*time.Second, nil, "the PodTerminated hook", func() (bool, string) {
 		return h.count("terminated a-node1") == 1, fmt.Sprint(h.count("unmount"))
 	})
 	if h.count("unmount") == 0 {
@@ -185,7 +186,7 @@ func TestWithAgentPart(t *testing.T) {
 	if got != agent {
 		t.Fatal("make did not get the built Agent")
 	}
-	stop := startAgent(t, agent)
+	stop := agenttest.StartAgent(t, agent)
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/podstatus"
@@ -108,7 +109,7 @@ func TestNodeIPsInPodStatus(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			waitUntil(t, 10*time.Second, sink.Changed(), "both pods Running", func() (bool, string) {
+			agenttest.WaitUntil(t, 10*time.Second, sink.Changed(), "both pods Running", func() (bool, string) {
 				h, _ := sink.Get(host.UID)
 				o, _ := sink.Get(own.UID)
 				return h.Phase == v1.PodRunning && o.Phase == v1.PodRunning, fmt.Sprint(h.Phase, o.Phase)

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/stats"
 )
 
@@ -21,10 +22,10 @@ func TestWithStats(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	root := t.TempDir()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(podManifest("web", forever)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(agenttest.PodManifest("web", agenttest.Forever)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	var p *stats.Provider
 	agent, err := nodekit.NewBuilder().
 		WithNodeName("node1").
@@ -40,9 +41,9 @@ func TestWithStats(t *testing.T) {
 	if p == nil {
 		t.Fatal("Build made no stats provider")
 	}
-	stop := startAgent(t, agent)
-	waitUntil(t, 20*time.Second, sink.changed, "pod Running", func() (bool, string) {
-		return sink.phases()["web-node1"] == v1.PodRunning, ""
+	stop := agenttest.StartAgent(t, agent)
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "pod Running", func() (bool, string) {
+		return sink.Phases()["web-node1"] == v1.PodRunning, ""
 	})
 	s, err := p.Summary(t.Context(), false)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -22,7 +23,7 @@ func TestWithVolumeManager(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	root := t.TempDir()
 	dir := t.TempDir()
-	manifest := strings.Replace(podManifest("vol", forever), "  containers:\n", `  volumes:
+	manifest := strings.Replace(agenttest.PodManifest("vol", agenttest.Forever), "  containers:\n", `  volumes:
   - name: scratch
     emptyDir: {}
   containers:
@@ -34,7 +35,7 @@ func TestWithVolumeManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	agent, err := nodekit.NewBuilder().
 		WithNodeName("node1").
 		WithFakeRuntime("busybox:1").
@@ -46,9 +47,9 @@ func TestWithVolumeManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startAgent(t, agent)
-	waitUntil(t, 20*time.Second, sink.changed, "pod Running", func() (bool, string) {
-		return sink.phases()["vol-node1"] == v1.PodRunning, ""
+	stop := agenttest.StartAgent(t, agent)
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "pod Running", func() (bool, string) {
+		return sink.Phases()["vol-node1"] == v1.PodRunning, ""
 	})
 	cs, err := agent.FakeRuntime().ListContainers(t.Context(), nil)
 	if err != nil || len(cs) != 1 {

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 )
 
 // families gathers reg into a map by family name.
@@ -77,7 +78,7 @@ func TestAgentMetrics(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
 	writeManifests(t, dir, "a", "b")
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	reg := prometheus.NewRegistry()
 	agent, err := nodekit.NewBuilder().
 		WithNodeName("node1").
@@ -93,14 +94,14 @@ func TestAgentMetrics(t *testing.T) {
 	// The first listing of sandboxes fails: an error the CRI metrics count.
 	agent.FakeRuntime().InjectError("ListPodSandbox", errors.New("injected"), 1)
 
-	stop := startAgent(t, agent)
-	waitUntil(t, 20*time.Second, sink.changed, "2 pods Running", func() (bool, string) {
-		ph := sink.phases()
+	stop := agenttest.StartAgent(t, agent)
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "2 pods Running", func() (bool, string) {
+		ph := sink.Phases()
 		return ph["a-node1"] == v1.PodRunning && ph["b-node1"] == v1.PodRunning, fmt.Sprint(ph)
 	})
 	// The running gauges are set by housekeeping (every 2s once the sources
 	// are ready) and the relist interval needs two relists (1s apart).
-	waitUntil(t, 20*time.Second, nil, "running gauges and relist interval", func() (bool, string) {
+	agenttest.WaitUntil(t, 20*time.Second, nil, "running gauges and relist interval", func() (bool, string) {
 		f := families(t, reg)
 		pods := value(f["kubelet_running_pods"])
 		interval := value(f["kubelet_pleg_relist_interval_seconds"])

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
@@ -25,101 +25,11 @@ import (
 	"github.com/nodekit/nodekit/syncloop"
 )
 
-// nameSink records the latest status of every pod by name and signals
-// every change.
-type nameSink struct {
-	mu      sync.Mutex
-	status  map[string]v1.PodStatus
-	changed chan struct{}
-}
-
-func newNameSink() *nameSink {
-	return &nameSink{status: map[string]v1.PodStatus{}, changed: make(chan struct{}, 1)}
-}
-
-func (s *nameSink) SyncPodStatus(_ context.Context, pod *v1.Pod, st v1.PodStatus) error {
-	s.mu.Lock()
-	s.status[pod.Name] = *st.DeepCopy()
-	s.mu.Unlock()
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-func (s *nameSink) phases() map[string]v1.PodPhase {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]v1.PodPhase{}
-	for n, st := range s.status {
-		out[n] = st.Phase
-	}
-	return out
-}
-
-// waitUntil checks cond whenever wake fires (and every 50ms) until it holds,
-// or fails the test after timeout. It never sleeps.
-func waitUntil(t *testing.T, timeout time.Duration, wake <-chan struct{}, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, detail)
-		case <-wake:
-		case <-tick.C:
-		}
-	}
-}
-
-func podManifest(name, cmd string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  hostNetwork: true
-  dnsPolicy: Default
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: busybox:1
-    command: ["sh", "-c", %q]
-`, name, cmd)
-}
-
-const forever = "trap 'exit 0' TERM; sleep 3600 & wait"
-
 func writeManifests(t *testing.T, dir string, names ...string) {
 	t.Helper()
 	for _, n := range names {
-		if err := os.WriteFile(filepath.Join(dir, n+".yaml"), []byte(podManifest(n, forever)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, n+".yaml"), []byte(agenttest.PodManifest(n, agenttest.Forever)), 0o644); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-func startAgent(t *testing.T, a *nodekit.Agent) (cancel func() error) {
-	t.Helper()
-	ctx, stop := context.WithCancel(t.Context())
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(ctx) }()
-	return func() error {
-		stop()
-		select {
-		case err := <-errc:
-			return err
-		case <-time.After(30 * time.Second):
-			t.Fatal("Run did not return within 30s of the cancel")
-			return nil
 		}
 	}
 }
@@ -146,7 +56,7 @@ func TestAgentRunsManifestPods(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
 	writeManifests(t, dir, "a", "b", "c")
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	agent, err := nodekit.NewBuilder().
 		WithNodeName("Node1").
 		WithFakeRuntime("busybox:1").
@@ -157,7 +67,7 @@ func TestAgentRunsManifestPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startAgent(t, agent)
+	stop := agenttest.StartAgent(t, agent)
 	select {
 	case <-agent.Ready():
 	case <-time.After(10 * time.Second):
@@ -165,8 +75,8 @@ func TestAgentRunsManifestPods(t *testing.T) {
 	}
 
 	want := []string{"a-node1", "b-node1", "c-node1"}
-	waitUntil(t, 20*time.Second, sink.changed, "3 pods Running", func() (bool, string) {
-		ph := sink.phases()
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "3 pods Running", func() (bool, string) {
+		ph := sink.Phases()
 		for _, n := range want {
 			if ph[n] != v1.PodRunning {
 				return false, fmt.Sprint(ph)
@@ -192,7 +102,7 @@ func TestAgentRunsManifestPods(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, nil, "pod b to stop", func() (bool, string) {
+	agenttest.WaitUntil(t, 20*time.Second, nil, "pod b to stop", func() (bool, string) {
 		got := runningContainers(t, rt)
 		_, b := got["b-node1"]
 		return !b && len(got) == 2, fmt.Sprint(got)
@@ -231,11 +141,11 @@ func TestAdmission(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
 	writeManifests(t, dir, "a", "b")
-	big := podManifest("big", forever) + "    resources: {requests: {cpu: \"8\"}}\n"
+	big := agenttest.PodManifest("big", agenttest.Forever) + "    resources: {requests: {cpu: \"8\"}}\n"
 	if err := os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(big), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	agent, err := nodekit.NewBuilder().
 		WithNodeName("n").
 		WithFakeRuntime().
@@ -255,14 +165,13 @@ func TestAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startAgent(t, agent)
-	waitUntil(t, 20*time.Second, sink.changed, "a Running, b and big Failed", func() (bool, string) {
-		ph := sink.phases()
+	stop := agenttest.StartAgent(t, agent)
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "a Running, b and big Failed", func() (bool, string) {
+		ph := sink.Phases()
 		return ph["a-n"] == v1.PodRunning && ph["b-n"] == v1.PodFailed && ph["big-n"] == v1.PodFailed, fmt.Sprint(ph)
 	})
-	sink.mu.Lock()
-	b, bigSt := sink.status["b-n"], sink.status["big-n"]
-	sink.mu.Unlock()
+	b, _ := sink.Status("b-n")
+	bigSt, _ := sink.Status("big-n")
 	if b.Reason != "NotB" || !strings.Contains(b.Message, "no b pods here") {
 		t.Errorf("b: reason %q message %q", b.Reason, b.Message)
 	}

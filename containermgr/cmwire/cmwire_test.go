@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/containermgr/cpumanager"
 	"github.com/nodekit/nodekit/containermgr/topology"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
@@ -50,14 +51,14 @@ func TestWithContainerAndCPUManagers(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	manifest := podManifest("pinned", forever) + `    resources:
+	manifest := agenttest.PodManifest("pinned", agenttest.Forever) + `    resources:
       requests: {cpu: "2", memory: 64Mi}
       limits: {cpu: "2", memory: 64Mi}
 `
 	if err := os.WriteFile(filepath.Join(dir, "pinned.yaml"), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sink := newNameSink()
+	sink := agenttest.NewNameSink()
 	b := nodekit.NewBuilder().
 		WithNodeName("node1").
 		WithRuntime(rt).
@@ -68,9 +69,9 @@ func TestWithContainerAndCPUManagers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startAgent(t, agent)
-	waitUntil(t, 20*time.Second, sink.changed, "pod Running", func() (bool, string) {
-		return sink.phases()["pinned-node1"] == v1.PodRunning, ""
+	stop := agenttest.StartAgent(t, agent)
+	agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "pod Running", func() (bool, string) {
+		return sink.Phases()["pinned-node1"] == v1.PodRunning, ""
 	})
 	pod := agent.Pods()[0]
 	cgroup := filepath.Join(cgroupRoot, "kubepods", "pod"+string(pod.UID))
@@ -93,7 +94,7 @@ func TestWithContainerAndCPUManagers(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "pinned.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, nil, "CPUs given back", func() (bool, string) {
+	agenttest.WaitUntil(t, 20*time.Second, nil, "CPUs given back", func() (bool, string) {
 		_, exclusive := cpus.GetCPUSet(string(pod.UID), "main")
 		return !exclusive, ""
 	})

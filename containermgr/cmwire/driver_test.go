@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/containermgr/cmwire"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 )
 
@@ -51,13 +52,13 @@ func TestCgroupDriverFromRuntime(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(podManifest("web", forever)+`    resources:
+			if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(agenttest.PodManifest("web", agenttest.Forever)+`    resources:
       requests: {cpu: 100m, memory: 32Mi}
 `), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			core, logs := observer.New(zapcore.InfoLevel)
-			sink := newNameSink()
+			sink := agenttest.NewNameSink()
 			b := nodekit.NewBuilder().
 				WithNodeName("node1").
 				WithRuntime(rt).
@@ -69,9 +70,9 @@ func TestCgroupDriverFromRuntime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := startAgent(t, agent)
-			waitUntil(t, 20*time.Second, sink.changed, "pod Running", func() (bool, string) {
-				return sink.phases()["web-node1"] == v1.PodRunning, ""
+			stop := agenttest.StartAgent(t, agent)
+			agenttest.WaitUntil(t, 20*time.Second, sink.Changed(), "pod Running", func() (bool, string) {
+				return sink.Phases()["web-node1"] == v1.PodRunning, ""
 			})
 			if err := stop(); err != nil {
 				t.Fatal(err)

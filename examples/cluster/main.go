@@ -159,11 +159,8 @@ func mainErr(ctx context.Context, o options, out io.Writer) error {
 		// The kubelet's TLS bootstrap: --kubeconfig is the node's own,
 		// written from --bootstrap-kubeconfig when it holds no valid client
 		// certificate.
-		if o.nodeName == "" {
-			return errors.New("--node-name is required")
-		}
-		if o.server != "" || o.token != "" {
-			return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+		if err := o.certs.Check(o.nodeName, o.server != "" || o.token != ""); err != nil {
+			return err
 		}
 		cfg, o.certClient, err = o.certs.Client(ctx, o.kubeconfig, o.nodeName, o.root, exlog.New(o.verbose))
 		if err == nil {

@@ -106,11 +106,8 @@ func mainErr(ctx context.Context, o options) error {
 		// The kubelet's TLS bootstrap (it waits for the API server only
 		// when there is no valid client certificate); --cert-dir defaults
 		// to <state-dir>/pki.
-		if o.nodeName == "" {
-			return errors.New("--node-name is required")
-		}
-		if o.server != "" || o.token != "" {
-			return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+		if err := o.certs.Check(o.nodeName, o.server != "" || o.token != ""); err != nil {
+			return err
 		}
 		cfg, o.certClient, err = o.certs.Client(ctx, o.kubeconfig, o.nodeName, o.stateDir, exlog.New(o.verbose))
 		if err == nil {

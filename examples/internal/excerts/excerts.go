@@ -42,6 +42,19 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 // (a bootstrap kubeconfig or rotation) rather than from --kubeconfig alone.
 func (f *Flags) Enabled() bool { return f.BootstrapKubeconfig != "" || f.Rotate }
 
+// Check refuses what the TLS bootstrap cannot work with: no node name (the
+// CSR is for system:node:<name>), or a credential given by --server and
+// --token (serverOrToken) instead of the --kubeconfig it writes.
+func (f *Flags) Check(nodeName string, serverOrToken bool) error {
+	if nodeName == "" {
+		return errors.New("--node-name is required")
+	}
+	if serverOrToken {
+		return errors.New("--bootstrap-kubeconfig and --rotate-certificates take --kubeconfig, not --server/--token")
+	}
+	return nil
+}
+
 // Dir is --cert-dir, or <root>/pki.
 func (f *Flags) Dir(root string) (string, error) {
 	if f.CertDir != "" {

@@ -3,6 +3,7 @@ package excerts
 import (
 	"flag"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
@@ -40,6 +41,24 @@ func TestFlags(t *testing.T) {
 	}
 	if get, err := f.Serving(nodekit.NewBuilder(), fake.NewClientset(), "n", "/r", nil, nil); get == nil || err != nil {
 		t.Errorf("serving with the flag: %v", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	var f Flags
+	for _, c := range []struct {
+		node          string
+		serverOrToken bool
+		want          string
+	}{
+		{"n", false, ""},
+		{"", false, "--node-name is required"},
+		{"n", true, "take --kubeconfig, not --server/--token"},
+	} {
+		err := f.Check(c.node, c.serverOrToken)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("Check(%q, %v) = %v, want %q", c.node, c.serverOrToken, err, c.want)
+		}
 	}
 }
 
