@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -144,6 +145,17 @@ func TestSchedulerAndEvictionAgainstAPIServer(t *testing.T) {
 			return ""
 		}
 		return "e"
+	}
+
+	// A Node of "another test", NotReady with a Ready pod, as the
+	// graceful-shutdown test leaves nodekit-e2e: the controllers must
+	// never touch it (checked after the eviction below).
+	foreign := newForeignNode(t, admin, "schx-"+runID+"-foreign", ns)
+	// testPods: the test's own pods.
+	testPods := func() map[string]*v1.Pod {
+		m := podsOf(t, admin, ns)
+		delete(m, "foreign")
+		return m
 	}
 
 	// The control plane, for this test only and only for its nodes.
@@ -292,7 +304,7 @@ leaderElection: {leaderElect: false}
 	wantRunning := len(names) - wantPending
 	var pods map[string]*v1.Pod
 	poll(t, 120*time.Second, fmt.Sprintf("%d pods Running, %d Unschedulable", wantRunning, wantPending), func() (bool, string) {
-		pods = podsOf(t, admin, ns)
+		pods = testPods()
 		running, unsched := 0, 0
 		for _, p := range pods {
 			if p.Status.Phase == v1.PodRunning && podReady(p) {
@@ -385,7 +397,7 @@ leaderElection: {leaderElect: false}
 		if len(waiting) == 0 && tainted == 0 {
 			tainted = time.Since(killedAt)
 		}
-		for _, p := range podsOf(t, admin, ns) {
+		for _, p := range testPods() {
 			if isKilled(p.Spec.NodeName) && p.DeletionTimestamp == nil {
 				waiting = append(waiting, p.Name+": not evicted")
 			}
@@ -396,7 +408,7 @@ leaderElection: {leaderElect: false}
 	evicted = time.Since(killedAt)
 	t.Logf("%v: killed nodes Unknown and tainted %v after the kill, their pods evicted after %v",
 		time.Since(start).Round(time.Second), tainted.Round(time.Second), evicted.Round(time.Second))
-	pods = podsOf(t, admin, ns)
+	pods = testPods()
 	evictedPods := 0
 	for _, name := range names {
 		p := pods[name]
@@ -427,6 +439,7 @@ leaderElection: {leaderElect: false}
 			t.Errorf("live node %s: Ready %v, taints %v", n.Name, nodeReady(&n), n.Spec.Taints)
 		}
 	}
+	foreign.check(t)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -451,7 +464,7 @@ leaderElection: {leaderElect: false}
 				waiting = append(waiting, n.Name+": still tainted")
 			}
 		}
-		for _, p := range podsOf(t, admin, ns) {
+		for _, p := range testPods() {
 			if isKilled(p.Spec.NodeName) {
 				waiting = append(waiting, p.Name+": still in the API server")
 			}
@@ -467,7 +480,7 @@ leaderElection: {leaderElect: false}
 		}
 	}
 	// The other pods ran on through all of it.
-	pods = podsOf(t, admin, ns)
+	pods = testPods()
 	if len(pods) != len(names)-30 {
 		t.Errorf("%d pods left, want %d", len(pods), len(names)-30)
 	}
@@ -479,6 +492,70 @@ leaderElection: {leaderElect: false}
 		if p.DeletionTimestamp != nil || p.Status.Phase != v1.PodRunning || !podReady(p) {
 			t.Errorf("pod %s on %s: deletionTimestamp %v, phase %s, Ready %v", name, p.Spec.NodeName, p.DeletionTimestamp, p.Status.Phase, podReady(p))
 		}
+	}
+}
+
+// foreignNode is a Node outside the test's label, NotReady since before
+// the controllers started, with a pod bound to it whose status says
+// Running and Ready.
+type foreignNode struct {
+	c         kubernetes.Interface
+	node, ns  string
+	heartbeat metav1.Time
+	// taints: as created (the API server's TaintNodesByCondition
+	// admission gives every new Node not-ready:NoSchedule).
+	taints []v1.Taint
+}
+
+func newForeignNode(t *testing.T, c kubernetes.Interface, name, ns string) *foreignNode {
+	t.Helper()
+	ctx := t.Context()
+	n, err := c.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	// An old heartbeat: an unfiltered controller would also turn it Unknown.
+	hb := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "KubeletNotReady",
+		Message: "node is shutting down", LastHeartbeatTime: hb, LastTransitionTime: hb}}
+	if n, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	p, err := c.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "foreign"},
+		Spec: v1.PodSpec{NodeName: name, AutomountServiceAccountToken: &no,
+			Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = v1.PodRunning
+	p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: hb}}
+	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return &foreignNode{c: c, node: name, ns: ns, heartbeat: hb, taints: n.Spec.Taints}
+}
+
+// check: the foreign Node has the taints it was created with and its Ready
+// condition as set; its pod is neither marked NotReady nor evicted.
+func (f *foreignNode) check(t *testing.T) {
+	t.Helper()
+	n, err := f.c.CoreV1().Nodes().Get(t.Context(), f.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeCondition(n, v1.NodeReady); !apiequality.Semantic.DeepEqual(n.Spec.Taints, f.taints) || c == nil || c.Status != v1.ConditionFalse || !c.LastHeartbeatTime.Equal(&f.heartbeat) {
+		t.Errorf("another test's Node %s was touched: taints %v, Ready %+v", f.node, n.Spec.Taints, c)
+	}
+	p, err := f.c.CoreV1().Pods(f.ns).Get(t.Context(), "foreign", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DeletionTimestamp != nil || !podReady(p) || podCondition(p, v1.DisruptionTarget) != nil {
+		t.Errorf("another test's pod on %s was touched: deletionTimestamp %v, conditions %+v", f.node, p.DeletionTimestamp, p.Status.Conditions)
 	}
 }
 
