@@ -111,7 +111,9 @@ type Config struct {
 	NoMirrorPods bool
 	// NoEvents turns off writing the agent's events to the API server
 	// (events/apiserver, on by default). Events tunes that recorder
-	// (Client, NodeName, Clock and Logger are Wire's).
+	// (NodeName and Logger are Wire's; Events.Client, when set, writes
+	// the events instead of Client, e.g. a client whose rate limit many
+	// simulated nodes share).
 	NoEvents bool
 	Events   evapiserver.Config
 	// Registerer, if set, gets the event recorder's metrics
@@ -153,7 +155,10 @@ func Wire(b *nodekit.Builder, cfg Config) *nodekit.Builder {
 	var events *evapiserver.Recorder
 	if cfgErr == nil && !cfg.NoEvents {
 		ecfg := cfg.Events
-		ecfg.Client, ecfg.NodeName, ecfg.Logger = cfg.Client, cfg.NodeName, cfg.Logger
+		ecfg.NodeName, ecfg.Logger = cfg.NodeName, cfg.Logger
+		if ecfg.Client == nil {
+			ecfg.Client = cfg.Client
+		}
 		if ecfg.Registerer == nil {
 			ecfg.Registerer = cfg.Registerer
 		}

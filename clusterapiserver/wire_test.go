@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	evapiserver "github.com/nodekit/nodekit/events/apiserver"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/nodestatus"
@@ -318,6 +319,46 @@ func TestWireNodeReadyCheckAndUpdateNow(t *testing.T) {
 		c, _ := ready()
 		return c.Status == v1.ConditionFalse && c.Reason == "KubeletNotReady" && c.Message == "node is shutting down", c.Message
 	})
+}
+
+// Events.Client, when set, writes the events; Client writes none.
+func TestWireEventsClient(t *testing.T) {
+	client, eventsClient := fake.NewClientset(), fake.NewClientset()
+	b := nodekit.NewBuilder().WithFakeRuntime().WithRootDir(t.TempDir())
+	agent, err := clusterapiserver.Wire(b, clusterapiserver.Config{Client: client, NodeName: node, Machine: machine,
+		Events: evapiserver.Config{Client: eventsClient}}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitUntil(t, 20*time.Second, "the node's Starting event from the events client", func() (bool, string) {
+		l, err := eventsClient.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range l.Items {
+			if e.Reason == "Starting" && e.InvolvedObject.Kind == "Node" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(l.Items))
+	})
+	if _, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Node is not written through Client: %v", err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "events" {
+			t.Errorf("an event written through Client: %s %s", a.GetVerb(), a.GetResource())
+		}
+	}
 }
 
 // MaxPods and PodsPerCore make the node's pods capacity (2 cores × 3 = 6,

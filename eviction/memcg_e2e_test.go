@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,6 +146,7 @@ func newKernelMemcg(tb testing.TB) *kernelMemcg {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMemcgHelperProcess$", "-test.count=1", "-test.v=false")
 	cmd.Env = append(os.Environ(), memcgHelperEnv+"="+k.dir)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	var err error
 	if k.stdin, err = cmd.StdinPipe(); err != nil {
 		tb.Fatal(err)

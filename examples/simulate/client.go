@@ -18,6 +18,9 @@ import (
 type clients interface {
 	Shared() kubernetes.Interface
 	ForNode() (kubernetes.Interface, error)
+	// Events is the client every node writes its events with, or nil
+	// for each node's own (ForNode's).
+	Events() kubernetes.Interface
 	Requests() int64
 }
 
@@ -29,6 +32,7 @@ type apiClients struct {
 	http     *http.Client
 	shared   kubernetes.Interface
 	global   flowcontrol.RateLimiter
+	events   kubernetes.Interface
 	nodeQPS  float32
 	burst    int
 	requests atomic.Int64
@@ -83,7 +87,28 @@ func (c *apiClients) limiter(node flowcontrol.RateLimiter) flowcontrol.RateLimit
 }
 
 func (c *apiClients) Shared() kubernetes.Interface { return c.shared }
+func (c *apiClients) Events() kubernetes.Interface { return c.events }
 func (c *apiClients) Requests() int64              { return c.requests.Load() }
+
+// limitEvents gives the events of all nodes together a rate limit of
+// their own (before the overall one), so that events, which the API
+// server stores like any write, cannot take the share of its writes the
+// pods' status needs. qps <= 0 leaves each node's events to its own client
+// (each node's event recorder has the kubelet's limit, 50/s, either way).
+func (c *apiClients) limitEvents(qps float32, burst int) error {
+	if qps <= 0 {
+		c.events = nil
+		return nil
+	}
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.RateLimiter = c.limiter(flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1)))
+	core, err := corev1.NewForConfigAndClient(cfg, c.http)
+	if err != nil {
+		return fmt.Errorf("events client: %w", err)
+	}
+	c.events = &nodeClient{Interface: c.shared, core: core}
+	return nil
+}
 
 // ForNode is a node's client: its own core client for pods and events
 // (the node's rate limit, then the overall one), and, as the kubelet's

@@ -78,6 +78,8 @@ type options struct {
 	burst         int
 	nodeQPS       float64
 	nodeBurst     int
+	eventQPS      float64
+	eventBurst    int
 	startRate     float64
 	events        bool
 	eventedPLEG   bool
@@ -117,6 +119,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.burst, "burst", 2000, "burst of --qps")
 	fs.Float64Var(&o.nodeQPS, "node-qps", 50, "API requests per second of each node (0: no limit; the kubelet's kubeAPIQPS)")
 	fs.IntVar(&o.nodeBurst, "node-burst", 100, "burst of --node-qps (the kubelet's kubeAPIBurst)")
+	fs.Float64Var(&o.eventQPS, "event-qps", 0, "events per second of all nodes together, within --qps (0: no limit of their own; each node still has the kubelet's 50/s)")
+	fs.IntVar(&o.eventBurst, "event-burst", 0, "burst of --event-qps (0: twice --event-qps)")
 	fs.Float64Var(&o.startRate, "start-rate", 50, "nodes started per second (0: all at once)")
 	fs.BoolVar(&o.events, "events", true, "write the agents' events to the API server")
 	fs.BoolVar(&o.eventedPLEG, "evented-pleg", false, "follow each fake runtime's container events (relist every 300s) instead of relisting every second")
@@ -157,6 +161,9 @@ func mainErr(ctx context.Context, o options) error {
 	}
 	cl, err := newAPIClients(cfg, float32(o.qps), o.burst, float32(o.nodeQPS), o.nodeBurst)
 	if err != nil {
+		return err
+	}
+	if err := cl.limitEvents(float32(o.eventQPS), o.eventBurstOrDefault()); err != nil {
 		return err
 	}
 	var stdin io.Reader
@@ -273,6 +280,14 @@ func run(ctx context.Context, o options, cl clients, stdin io.Reader, out io.Wri
 
 // simConfig checks the flags and turns them into a simConfig (without
 // clients, root and loggers).
+// eventBurstOrDefault is --event-burst, or twice --event-qps.
+func (o *options) eventBurstOrDefault() int {
+	if o.eventBurst > 0 {
+		return o.eventBurst
+	}
+	return max(int(2*o.eventQPS), 1)
+}
+
 func (o *options) simConfig() (simConfig, error) {
 	var errs []error
 	names, err := nodeNames(o.namePattern, o.nodes, o.first)
@@ -310,8 +325,8 @@ func (o *options) simConfig() (simConfig, error) {
 			errs = append(errs, fmt.Errorf("%s %v: must be positive", name, d))
 		}
 	}
-	if o.qps < 0 || o.nodeQPS < 0 || o.startRate < 0 || o.burst < 0 || o.nodeBurst < 0 {
-		errs = append(errs, errors.New("--qps, --burst, --node-qps, --node-burst and --start-rate must not be negative"))
+	if o.qps < 0 || o.nodeQPS < 0 || o.startRate < 0 || o.burst < 0 || o.nodeBurst < 0 || o.eventQPS < 0 || o.eventBurst < 0 {
+		errs = append(errs, errors.New("--qps, --burst, --node-qps, --node-burst, --event-qps, --event-burst and --start-rate must not be negative"))
 	}
 	var images []string
 	for _, im := range strings.Split(o.images, ",") {

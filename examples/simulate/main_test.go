@@ -35,6 +35,7 @@ type fakeClients struct{ c *fake.Clientset }
 
 func (f fakeClients) Shared() kubernetes.Interface           { return f.c }
 func (f fakeClients) ForNode() (kubernetes.Interface, error) { return f.c, nil }
+func (f fakeClients) Events() kubernetes.Interface           { return nil }
 func (f fakeClients) Requests() int64                        { return int64(len(f.c.Actions())) }
 
 // waitFor polls cond every 20ms until it holds or fails after 30s.
@@ -260,6 +261,7 @@ func TestOptionsRefused(t *testing.T) {
 		{[]string{"--lease-renew", "50s"}, "--lease-renew"},
 		{[]string{"--status-update", "0s"}, "--status-update"},
 		{[]string{"--qps", "-1"}, "--qps"},
+		{[]string{"--event-qps", "-5"}, "--event-qps"},
 		{[]string{"--nodes", "20000"}, "at most"},
 		{[]string{"--node-config", "/nonexistent"}, "nonexistent"},
 	} {
@@ -487,5 +489,52 @@ func TestNodeClientLimits(t *testing.T) {
 	}
 	if got := c.Requests(); got != 7 {
 		t.Fatalf("Requests = %d, want 7 (the refused one was never sent)", got)
+	}
+}
+
+// TestEventsClientLimit: with limitEvents every node's events share one
+// limit of their own, and pod requests do not wait for it; without it
+// the nodes write events with their own clients.
+func TestEventsClientLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.URL.Path, "/events") {
+			fmt.Fprint(w, `{"kind":"Event","apiVersion":"v1","metadata":{"name":"e"}}`)
+			return
+		}
+		fmt.Fprint(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}}`)
+	}))
+	defer srv.Close()
+	c, err := newAPIClients(&rest.Config{Host: srv.URL}, 0, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.limitEvents(0, 0); err != nil || c.Events() != nil {
+		t.Fatalf("limitEvents(0) = %v, Events() = %v: want each node's own client", err, c.Events())
+	}
+	// One event at once, then one per 1000 s, for all nodes together.
+	if err := c.limitEvents(0.001, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	ev := &v1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}}
+	if _, err := c.Events().CoreV1().Events("ns").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("first event: %v", err)
+	}
+	if _, err := c.Events().CoreV1().Events("ns").Create(ctx, ev, metav1.CreateOptions{}); err == nil {
+		t.Fatal("second event within the events' limit passed")
+	}
+	nc, err := c.ForNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := nc.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{}); err != nil {
+			t.Fatalf("pod request %d waited for the events' limit: %v", i, err)
+		}
+	}
+	if got := c.Requests(); got != 4 {
+		t.Fatalf("Requests = %d, want 4 (the refused event was never sent)", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
+	evapiserver "github.com/nodekit/nodekit/events/apiserver"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kuberuntime/fake"
 	"github.com/nodekit/nodekit/kubetypes"
@@ -325,6 +326,7 @@ func (s *simulator) build(n *simNode) (*nodekit.Agent, error) {
 		LeaseRenewInterval:    s.cfg.LeaseRenewInterval,
 		NoMirrorPods:          true,
 		NoEvents:              !s.cfg.Events,
+		Events:                evapiserver.Config{Client: s.cfg.Clients.Events()},
 		// One watch of every node's pods instead of one per node.
 		WrapPodSource: func(nodekit.PodSourceFunc) nodekit.PodSourceFunc {
 			return func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {

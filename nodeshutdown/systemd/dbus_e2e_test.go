@@ -47,6 +47,7 @@ func TestInhibitorOverRealDBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(daemon, "--config-file="+cfg, "--nofork", "--print-address")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

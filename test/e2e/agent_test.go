@@ -84,6 +84,9 @@ func (e *env) start(t *testing.T, root, manifests, name string) *agentProc {
 		"--manifests", manifests, "--runtime-endpoint", e.endpoint, "--root", root,
 		"--node-name", nodeName, "--status-file", p.statusFile, "-v")
 	p.cmd.Stdout, p.cmd.Stderr = log, log
+	// Killed with the test binary too (a test that hits -timeout is
+	// killed without its cleanups).
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,7 @@ func startWidgets(t *testing.T, bin, pluginDir, stateDir string) *widgetProc {
 		t.Fatal(err)
 	}
 	c.Stdout, c.Stderr = logf, logf
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,7 @@ func startEdgeAgent(t *testing.T, bin string, args []string, logPath string) *ed
 	fmt.Fprintf(f, "\n===== agent start %s =====\n", time.Now().Format(time.RFC3339Nano))
 	c := exec.Command(bin, args...)
 	c.Stdout, c.Stderr = f, f
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
