@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -641,6 +642,10 @@ func checkUnschedulable(t *testing.T, p *v1.Pod, why string) {
 func startProcess(t *testing.T, name, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	// Dies with the test binary: a test killed by -timeout skips its
+	// cleanups, and the controller must not outlive it in the shared API
+	// server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logName := t.TempDir() + "/" + name + ".log"
 	logf, err := os.Create(logName)
 	if err != nil {

@@ -474,6 +474,7 @@ func startControlPlane(dir, env, name string, args ...string) (*exec.Cmd, error)
 	defer logf.Close() // the child has its own descriptor
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with simbench
 	return cmd, cmd.Start()
 }
 
