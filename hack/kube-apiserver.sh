@@ -9,7 +9,9 @@
 #                                    upstream EndpointSlice controller alone (_endpointslice-controller,
 #                                    same module: seconds on the build cache kube-apiserver left), and
 #                                    the upstream node lifecycle controller (_nodelifecycle-controller,
-#                                    the same way)
+#                                    the same way), and kube-scheduler v1.36.3 (_kube-scheduler: the
+#                                    upstream command unchanged; the same way, about a minute on
+#                                    that build cache); each has its own binary and stamp
 #   hack/kube-apiserver.sh install   apt-get install etcd-server and openssl when missing (as root)
 #   hack/kube-apiserver.sh start     start etcd and kube-apiserver on loopback ports, wait for /readyz,
 #                                    write two kubeconfigs (admin, node) and <dir>/env, print it; start
@@ -21,7 +23,8 @@
 #                                    same port with the same etcd, certs and tokens; wait for /readyz
 #   hack/kube-apiserver.sh env       print the env lines
 #   hack/kube-apiserver.sh tidy      go mod tidy of hack/apiserver (the main packages sit in
-#                                    _kube-apiserver/ and _endpointslice-controller/, which tidy
+#                                    _kube-apiserver/, _endpointslice-controller/,
+#                                    _nodelifecycle-controller/ and _kube-scheduler/, which tidy
 #                                    alone does not see)
 #
 # Environment:
@@ -47,7 +50,15 @@
 #   NODEKIT_NODELIFECYCLE_CONTROLLER=<cache>/nodelifecycle-controller   (built; not started: a test
 #                                        that wants Nodes going NotReady on lease expiry runs it with
 #                                        its own --node-monitor-grace-period, for its own duration,
-#                                        so the other tests' Nodes are never touched)
+#                                        with --node-selector naming its own Nodes' label, so the
+#                                        other tests' Nodes and pods are never touched; with
+#                                        --taint-eviction it also evicts the pods of the Nodes it
+#                                        taints)
+#   NODEKIT_KUBE_SCHEDULER=<cache>/kube-scheduler   (built; not started: a test whose pods are to be
+#                                        placed by the real scheduler runs it with the admin
+#                                        kubeconfig, leader election off and --secure-port 0, for
+#                                        its own duration, its pods' nodeSelector naming its own
+#                                        Nodes)
 #   NODEKIT_KUBELET_CLIENT_CA=<dir>/kubelet-client-ca.crt  (the agent's --client-ca-file)
 #   NODEKIT_BOOTSTRAP_KUBECONFIG=<dir>/bootstrap.kubeconfig  (a bootstrap token, group
 #                             system:bootstrappers: may create CSRs, as kubeadm's join token)
@@ -69,13 +80,15 @@ MODDIR="$REPO/hack/apiserver"
 CACHE="${NODEKIT_APISERVER_CACHE:-/var/cache/nodekit/kube-apiserver-$VERSION}"
 BIN="$CACHE/kube-apiserver"
 STAMP="$CACHE/go.sum.sha256"
-# The EndpointSlice controller has its own binary and stamp (go.sum and its
-# main.go), so adding or changing it never invalidates the cached kube-apiserver.
+# Beside it, programs of the same module (hack/apiserver/_<name>/main.go),
+# each with its own binary and stamp (<bin>.sha256: go.sum and its main.go),
+# so adding or changing one never invalidates the cached kube-apiserver:
+# the EndpointSlice controller, the node lifecycle controller (with the
+# taint eviction controller) and kube-scheduler.
+AUX=(endpointslice-controller nodelifecycle-controller kube-scheduler)
 ESC_BIN="$CACHE/endpointslice-controller"
-ESC_STAMP="$CACHE/endpointslice-controller.sha256"
-# The node lifecycle controller, the same way.
 NLC_BIN="$CACHE/nodelifecycle-controller"
-NLC_STAMP="$CACHE/nodelifecycle-controller.sha256"
+KS_BIN="$CACHE/kube-scheduler"
 DIR="${NODEKIT_APISERVER_DIR:-/tmp/nodekit-apiserver}"
 NODE_NAME="${NODEKIT_NODE_NAME:-nodekit-e2e}"
 START_TIMEOUT="${NODEKIT_APISERVER_START_TIMEOUT:-90}"
@@ -84,25 +97,25 @@ log() { echo "kube-apiserver.sh: $*" >&2; }
 
 gosum_hash() { sha256sum "$MODDIR/go.sum" | cut -d' ' -f1; }
 
-esc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_endpointslice-controller/main.go" | sha256sum | cut -d' ' -f1; }
+aux_hash() { cat "$MODDIR/go.sum" "$MODDIR/_$1/main.go" | sha256sum | cut -d' ' -f1; }
 
-esc_built() { [ -x "$ESC_BIN" ] && [ -f "$ESC_STAMP" ] && [ "$(cat "$ESC_STAMP")" = "$(esc_hash)" ]; }
-
-nlc_hash() { cat "$MODDIR/go.sum" "$MODDIR/_nodelifecycle-controller/main.go" | sha256sum | cut -d' ' -f1; }
-
-nlc_built() { [ -x "$NLC_BIN" ] && [ -f "$NLC_STAMP" ] && [ "$(cat "$NLC_STAMP")" = "$(nlc_hash)" ]; }
+aux_built() { [ -x "$CACHE/$1" ] && [ -f "$CACHE/$1.sha256" ] && [ "$(cat "$CACHE/$1.sha256")" = "$(aux_hash "$1")" ]; }
 
 cmd_build() {
 	build_apiserver
-	build_esc
-	build_nlc
+	local name
+	for name in "${AUX[@]}"; do
+		build_aux "$name"
+	done
 }
 
-# build_nlc: the node lifecycle controller (with the taint eviction
-# controller), as build_esc.
-build_nlc() {
-	if nlc_built; then
-		log "cached: $NLC_BIN"
+# build_aux name: hack/apiserver/_<name> into $CACHE/<name>, with the
+# flags kube-apiserver is built with, so it reuses its build cache
+# (seconds to a minute each).
+build_aux() {
+	local bin="$CACHE/$1"
+	if aux_built "$1"; then
+		log "cached: $bin"
 		return 0
 	fi
 	mkdir -p "$CACHE"
@@ -112,30 +125,10 @@ build_nlc() {
 		flags+=(-gcflags='all=-N -l')
 		export CGO_ENABLED=0
 	fi
-	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$NLC_BIN.tmp" ./_nodelifecycle-controller)
-	mv -f "$NLC_BIN.tmp" "$NLC_BIN"
-	nlc_hash >"$NLC_STAMP"
-	log "built $NLC_BIN in $((SECONDS - start))s"
-}
-
-# build_esc: the EndpointSlice controller, with the flags kube-apiserver is
-# built with, so it reuses its build cache.
-build_esc() {
-	if esc_built; then
-		log "cached: $ESC_BIN"
-		return 0
-	fi
-	mkdir -p "$CACHE"
-	local start=$SECONDS
-	local flags=(-trimpath -ldflags='-s -w')
-	if [ "${NODEKIT_APISERVER_FAST_BUILD:-0}" = 1 ]; then
-		flags+=(-gcflags='all=-N -l')
-		export CGO_ENABLED=0
-	fi
-	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$ESC_BIN.tmp" ./_endpointslice-controller)
-	mv -f "$ESC_BIN.tmp" "$ESC_BIN"
-	esc_hash >"$ESC_STAMP"
-	log "built $ESC_BIN in $((SECONDS - start))s"
+	(cd "$MODDIR" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$bin.tmp" "./_$1")
+	mv -f "$bin.tmp" "$bin"
+	aux_hash "$1" >"$bin.sha256"
+	log "built $bin in $((SECONDS - start))s"
 }
 
 build_apiserver() {
@@ -162,18 +155,23 @@ build_apiserver() {
 
 # built: exit 0 when the cached binaries are there and current (no build needed).
 cmd_built() {
-	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] && esc_built && nlc_built
+	[ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(gosum_hash)" ] || return 1
+	local name
+	for name in "${AUX[@]}"; do
+		aux_built "$name" || return 1
+	done
 }
 
 cmd_tidy() {
 	(
 		cd "$MODDIR"
-		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go" "$MODDIR/zz_tidy_nlc.go"' EXIT
+		trap 'rm -f "$MODDIR/zz_tidy_main.go" "$MODDIR/zz_tidy_esc.go" "$MODDIR/zz_tidy_nlc.go" "$MODDIR/zz_tidy_ks.go"' EXIT
 		cp _kube-apiserver/main.go zz_tidy_main.go
 		# The controllers' imports too (their mains renamed: one package
 		# main).
 		sed 's/^func main() {/func escMain() {/' _endpointslice-controller/main.go >zz_tidy_esc.go
 		sed 's/^func main() {/func nlcMain() {/' _nodelifecycle-controller/main.go >zz_tidy_nlc.go
+		sed 's/^func main() {/func ksMain() {/' _kube-scheduler/main.go >zz_tidy_ks.go
 		GOFLAGS=-mod=mod go mod tidy
 	)
 }
@@ -331,6 +329,11 @@ EOF
 		echo "NODEKIT_NODELIFECYCLE_CONTROLLER=$NLC_BIN" >>"$DIR/env"
 	else
 		log "no node lifecycle controller at $NLC_BIN ('$0 build' builds it): tests can't check NotReady on lease expiry"
+	fi
+	if [ -x "$KS_BIN" ]; then
+		echo "NODEKIT_KUBE_SCHEDULER=$KS_BIN" >>"$DIR/env"
+	else
+		log "no kube-scheduler at $KS_BIN ('$0 build' builds it): tests of scheduler-placed pods skip"
 	fi
 	log "ready at $url"
 	env_lines

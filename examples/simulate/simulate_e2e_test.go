@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,10 +87,10 @@ func TestSimulatedNodesAgainstAPIServer(t *testing.T) {
 	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nlc := startNodeLifecycleController(t, adminKC)
+	nlc := startNodeLifecycleController(t, adminKC, runLabel+"="+runID)
 
 	o := options{
-		nodes: e2eNodes, namePattern: prefix + "%03d", cpu: "4", memory: "16Gi", storage: "100Gi", pods: 110,
+		nodes: e2eNodes, namePattern: prefix + "%03d", labels: runLabel + "=" + runID, cpu: "4", memory: "16Gi", storage: "100Gi", pods: 110,
 		images: "busybox", leaseDuration: e2eLease, leaseRenew: e2eRenew, statusUpdate: 10 * time.Second,
 		statusReport: time.Minute, qps: 400, burst: 800, nodeQPS: 10, nodeBurst: 20, startRate: 100,
 		// No events: 2,000 pods would write about 8,000, doubling the API
@@ -282,37 +281,18 @@ func TestSimulatedNodesAgainstAPIServer(t *testing.T) {
 
 // startNodeLifecycleController runs the upstream node lifecycle controller
 // (NODEKIT_NODELIFECYCLE_CONTROLLER, built by hack/kube-apiserver.sh) with
-// a grace period scaled to the test, for this test only: other tests leave
-// Nodes behind whose agents stopped, and a short grace period in the
-// shared API server would change their nodes under them. It reports
-// whether it runs.
-func startNodeLifecycleController(t *testing.T, kubeconfig string) bool {
+// a grace period scaled to the test, for this test only and only over the
+// Nodes matching selector (the test's own): other tests leave Nodes behind
+// whose agents stopped, and the controller must not taint them. It
+// reports whether it runs.
+func startNodeLifecycleController(t *testing.T, kubeconfig, selector string) bool {
 	bin := os.Getenv("NODEKIT_NODELIFECYCLE_CONTROLLER")
 	if bin == "" {
 		return false
 	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--node-monitor-period", "1s",
-		"--node-monitor-grace-period", e2eGrace.String(), "--node-startup-grace-period", "60s", "--taint-eviction=false")
-	logf, err := os.Create(t.TempDir() + "/nodelifecycle-controller.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
+	startProcess(t, "nodelifecycle-controller", bin, "--kubeconfig", kubeconfig, "--node-monitor-period", "1s",
+		"--node-monitor-grace-period", e2eGrace.String(), "--node-startup-grace-period", "60s", "--taint-eviction=false",
+		"--node-selector", selector)
 	return true
 }
 

@@ -11,6 +11,15 @@
 //     from its create request to the first watch event showing it Running
 //     in the API server (p50, p99, max), and the CPU the simulator and
 //     kube-apiserver used meanwhile (100% = one core);
+//   - with -scheduler the pods have no spec.nodeName but a nodeSelector
+//     on the run's node label, and kube-scheduler ($NODEKIT_KUBE_SCHEDULER,
+//     built by hack/kube-apiserver.sh build; started for the run with the
+//     admin kubeconfig) places them: create to Running then includes
+//     scheduling and binding, and its CPU is reported beside the others.
+//     The node lifecycle controller ($NODEKIT_NODELIFECYCLE_CONTROLLER)
+//     runs beside it over the run's nodes, with kube-controller-manager's
+//     periods, as in a cluster: it removes the not-ready:NoSchedule taint
+//     the API server gives every new Node, once the node is Ready;
 //   - after -settle, it measures over -window the simulator's CPU (its
 //     getrusage, through its control API) and RSS, and the CPU of
 //     kube-apiserver and etcd (/proc/<pid>/stat, pids from
@@ -60,6 +69,7 @@ type options struct {
 	window      time.Duration
 	extraArgs   string
 	image       string
+	scheduler   bool
 }
 
 func main() {
@@ -76,6 +86,7 @@ func main() {
 	// the scalability tests' pause pods. "busybox" (:latest, pull policy
 	// Always) pulls for every pod: two more events per pod.
 	flag.StringVar(&o.image, "image", "registry.k8s.io/pause:3.10", "the pods' container image")
+	flag.BoolVar(&o.scheduler, "scheduler", false, "pods without spec.nodeName, placed by kube-scheduler ($NODEKIT_KUBE_SCHEDULER)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "simbench:", err)
@@ -172,6 +183,23 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 	if o.extraArgs != "" {
 		args = append(args, strings.Fields(o.extraArgs)...)
 	}
+	// With -scheduler the run's nodes carry a label the pods select, so
+	// the scheduler places them on these nodes only.
+	const runLabel = "simbench.nodekit.io/run"
+	var sched *exec.Cmd
+	if o.scheduler {
+		args = append(args, "--labels", runLabel+"="+id)
+		nlc, err := startControlPlane(dir, "NODEKIT_NODELIFECYCLE_CONTROLLER", "nodelifecycle-controller",
+			"--kubeconfig", o.kubeconfig, "--taint-eviction=false", "--node-selector", runLabel+"="+id)
+		if err != nil {
+			return result{}, err
+		}
+		defer stopProcess(nlc)
+		if sched, err = startScheduler(o, dir); err != nil {
+			return result{}, err
+		}
+		defer stopProcess(sched)
+	}
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -215,6 +243,13 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		return result{}, fmt.Errorf("nodes Ready: %w", err)
 	}
 	readyIn := time.Since(t0)
+	if o.scheduler {
+		// The pods are created once the controller has untainted every
+		// node (a pod created before would wait for the scheduler's retry).
+		if err := waitFor(5*time.Minute, func() (bool, error) { return untainted(ctx, client, prefix, n) }); err != nil {
+			return result{}, fmt.Errorf("nodes untainted: %w", err)
+		}
+	}
 
 	w := newWatch(ctx, client, ns)
 	defer w.stop()
@@ -230,17 +265,22 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 	if _, err := get(); err != nil { // starts the simulator's CPU interval
 		return result{}, err
 	}
-	busyAt, busyAPI := time.Now(), procCPU(api)
+	schedPid := 0
+	if sched != nil {
+		schedPid = sched.Process.Pid
+	}
+	busyAt, busyAPI, busySched := time.Now(), procCPU(api), procCPU(schedPid)
 	if err := parallel(names, every, func(name string) error {
 		var i int
 		fmt.Sscanf(name, "p-%05d", &i)
 		no := false
 		w.requested(name)
-		_, err := client.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: v1.PodSpec{NodeName: fmt.Sprintf(prefix+"%05d", i), AutomountServiceAccountToken: &no,
-				Containers: []v1.Container{{Name: "c", Image: o.image}}},
-		}, metav1.CreateOptions{})
+		spec := v1.PodSpec{NodeName: fmt.Sprintf(prefix+"%05d", i), AutomountServiceAccountToken: &no,
+			Containers: []v1.Container{{Name: "c", Image: o.image}}}
+		if o.scheduler {
+			spec.NodeName, spec.NodeSelector = "", map[string]string{runLabel: id}
+		}
+		_, err := client.CoreV1().Pods(ns).Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return result{}, err
@@ -255,6 +295,10 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 	}
 	busySecs := time.Since(busyAt).Seconds()
 	busyAPICPU := (procCPU(api) - busyAPI).Seconds() / busySecs
+	schedCPU := ""
+	if sched != nil {
+		schedCPU = fmt.Sprintf(" / kube-scheduler %.0f%%", (procCPU(schedPid)-busySched).Seconds()/busySecs*100)
+	}
 
 	time.Sleep(o.settle)
 	if _, err := get(); err != nil { // starts the simulator's CPU interval
@@ -275,8 +319,8 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		zero := int64(0)
 		return client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
-	line := fmt.Sprintf("| %d | %d | %.1f s | %s / %s / %s | %.0f%% / %.0f%% | %.0f MB (%.2f MB) | %.1f%% of a core (%.2f mcore) | %.1f%% of a core | %.1f%% of a core | %.0f MB | %.1f |",
-		n, total, readyIn.Seconds(), pct(lat, 50), pct(lat, 99), pct(lat, 100), busy.CPU*100, busyAPICPU*100,
+	line := fmt.Sprintf("| %d | %d | %.1f s | %s / %s / %s | %.0f%% / %.0f%%%s | %.0f MB (%.2f MB) | %.1f%% of a core (%.2f mcore) | %.1f%% of a core | %.1f%% of a core | %.0f MB | %.1f |",
+		n, total, readyIn.Seconds(), pct(lat, 50), pct(lat, 99), pct(lat, 100), busy.CPU*100, busyAPICPU*100, schedCPU,
 		float64(r.RSSBytes)/1e6, float64(r.RSSBytes)/1e6/float64(n), r.CPU*100, r.CPU*1000/float64(n),
 		apiCPU*100, etcdCPU*100, float64(procRSS(api))/1e6, r.APIRequests)
 	return result{line: line, nodes: n, rss: r.RSSBytes, cpu: r.CPU, apiCPU: apiCPU}, nil
@@ -397,6 +441,68 @@ func waitFor(timeout time.Duration, cond func() (bool, error)) error {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return fmt.Errorf("timed out after %v (last error: %v)", timeout, last)
+}
+
+// startScheduler starts kube-scheduler ($NODEKIT_KUBE_SCHEDULER) with the
+// admin kubeconfig, leader election off, no serving port, and client
+// limits above the creation rate (a binding and an event per pod).
+func startScheduler(o options, dir string) (*exec.Cmd, error) {
+	qps := max(o.createQPS*4, 100)
+	conf := filepath.Join(dir, "kube-scheduler.yaml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q, qps: %g, burst: %d}
+leaderElection: {leaderElect: false}
+`, o.kubeconfig, qps, int(qps*2))), 0o600); err != nil {
+		return nil, err
+	}
+	return startControlPlane(dir, "NODEKIT_KUBE_SCHEDULER", "kube-scheduler", "--config", conf, "--secure-port", "0")
+}
+
+// startControlPlane starts the binary named by $env (built by
+// hack/kube-apiserver.sh build, set by its start), its output in
+// <dir>/<name>.log.
+func startControlPlane(dir, env, name string, args ...string) (*exec.Cmd, error) {
+	bin := os.Getenv(env)
+	if bin == "" {
+		return nil, fmt.Errorf("-scheduler: %s is not set (hack/kube-apiserver.sh build makes it, start sets it)", env)
+	}
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with simbench
+	return cmd, cmd.Start()
+}
+
+func stopProcess(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+}
+
+// untainted: the n Nodes named prefix* exist without the not-ready or
+// unreachable taints.
+func untainted(ctx context.Context, c kubernetes.Interface, prefix string, n int) (bool, error) {
+	l, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	k := 0
+	for _, node := range l.Items {
+		if !strings.HasPrefix(node.Name, prefix) {
+			continue
+		}
+		for _, t := range node.Spec.Taints {
+			if t.Key == v1.TaintNodeNotReady || t.Key == v1.TaintNodeUnreachable {
+				return false, nil
+			}
+		}
+		k++
+	}
+	return k == n, nil
 }
 
 // cleanup deletes the run's Nodes and Leases.

@@ -293,6 +293,13 @@ func (r *Runtime) ContainerStatus(ctx context.Context, containerID string, verbo
 }
 
 func (r *Runtime) containerStatusLocked(c *container) *runtimeapi.ContainerStatus {
+	spec := &runtimeapi.ImageSpec{Image: c.config.GetImage().GetImage(), UserSpecifiedImage: c.config.GetImage().GetUserSpecifiedImage()}
+	// As containerd's status: the image's first repo tag while the image
+	// has one (the kubelet creates containers by image ID and reports this
+	// as the pod's containerStatuses[].image).
+	if img := r.images[c.imageRef]; img != nil && len(img.tags) > 0 {
+		spec.Image = img.tags[0]
+	}
 	st := &runtimeapi.ContainerStatus{
 		Id:          c.id,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.meta.Name, Attempt: c.meta.Attempt},
@@ -301,7 +308,7 @@ func (r *Runtime) containerStatusLocked(c *container) *runtimeapi.ContainerStatu
 		StartedAt:   c.startedAt,
 		FinishedAt:  c.finishedAt,
 		ExitCode:    c.exitCode,
-		Image:       &runtimeapi.ImageSpec{Image: c.config.GetImage().GetImage(), UserSpecifiedImage: c.config.GetImage().GetUserSpecifiedImage()},
+		Image:       spec,
 		ImageRef:    c.imageRef,
 		ImageId:     c.imageRef,
 		Reason:      c.reason,

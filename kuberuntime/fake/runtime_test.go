@@ -383,3 +383,35 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerStatusImageIsRepoTag: as containerd, a container created by
+// image ID (as the kubelet creates them) reports the image's first repo
+// tag in its status; the listing keeps the config's image.
+func TestContainerStatusImageIsRepoTag(t *testing.T) {
+	r, _ := newFake(t, Config{Images: []string{"busybox"}})
+	ctx := t.Context()
+	img, err := r.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: "busybox"}, false)
+	if err != nil || img.Image == nil {
+		t.Fatalf("ImageStatus = %v, %v", img, err)
+	}
+	id := img.Image.Id
+	sb := mustRun(t, r, podConfig("p", false, nil))
+	c, err := r.CreateContainer(ctx, sb, ctrConfig("app", id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ctrStatus(t, r, c)
+	if st.Image.Image != "docker.io/library/busybox:latest" || st.ImageRef != id {
+		t.Fatalf("status image %q, ref %q; want docker.io/library/busybox:latest, %s", st.Image.Image, st.ImageRef, id)
+	}
+	if cs, _ := r.ListContainers(ctx, nil); len(cs) != 1 || cs[0].Image.Image != id {
+		t.Fatalf("listing %v", cs)
+	}
+	// Once the image is gone, the status falls back to the config's.
+	if err := r.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: id}); err != nil {
+		t.Fatal(err)
+	}
+	if st := ctrStatus(t, r, c); st.Image.Image != id {
+		t.Fatalf("status image after removal %q, want %s", st.Image.Image, id)
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,6 +37,9 @@ type options struct {
 	startupGrace  time.Duration
 	evictionQPS   float64
 	taintEviction bool
+	nodeSelector  string
+	qps           float64
+	burst         int
 }
 
 func main() {
@@ -46,6 +51,10 @@ func main() {
 	flag.DurationVar(&o.startupGrace, "node-startup-grace-period", 60*time.Second, "how long a starting node may be unresponsive before it is marked unhealthy")
 	flag.Float64Var(&o.evictionQPS, "node-eviction-rate", 0.1, "nodes per second whose pods are evicted (tainted) when their zone is healthy")
 	flag.BoolVar(&o.taintEviction, "taint-eviction", true, "also run the taint eviction controller (pods leave NoExecute-tainted nodes)")
+	flag.StringVar(&o.nodeSelector, "node-selector", "", "a label selector: both controllers see (and so taint, mark and evict from) only the Nodes it matches; empty: every Node")
+	// kube-controller-manager's defaults (--kube-api-qps, --kube-api-burst).
+	flag.Float64Var(&o.qps, "kube-api-qps", 20, "API requests per second (both controllers share one client)")
+	flag.IntVar(&o.burst, "kube-api-burst", 30, "burst of --kube-api-qps")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "nodelifecycle-controller:", err)
@@ -62,17 +71,28 @@ func run(o options) error {
 		return err
 	}
 	cfg.UserAgent = "nodelifecycle-controller (nodekit e2e)"
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if _, err := labels.Parse(o.nodeSelector); err != nil {
+		return fmt.Errorf("--node-selector: %w", err)
+	}
 	factory := informers.NewSharedInformerFactory(client, 0)
+	// The Nodes come from their own informer, narrowed by --node-selector:
+	// a Node the controllers never see is never tainted, and its pods are
+	// never marked or evicted (both look a pod's node up in this lister). A
+	// test sharing the API server with others' Nodes runs them this way.
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.nodeSelector }))
+	nodes := nodeFactory.Core().V1().Nodes()
 	nlc, err := nodelifecycle.NewNodeLifecycleController(ctx,
 		factory.Coordination().V1().Leases(),
 		factory.Core().V1().Pods(),
-		factory.Core().V1().Nodes(),
+		nodes,
 		factory.Apps().V1().DaemonSets(),
 		client,
 		o.monitorPeriod,
@@ -88,13 +108,15 @@ func run(o options) error {
 	}
 	var tec *tainteviction.Controller
 	if o.taintEviction {
-		tec, err = tainteviction.New(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), "taint-eviction-controller")
+		tec, err = tainteviction.New(ctx, client, factory.Core().V1().Pods(), nodes, "taint-eviction-controller")
 		if err != nil {
 			return err
 		}
 	}
 	factory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
 	defer factory.Shutdown()
+	defer nodeFactory.Shutdown()
 	var wg sync.WaitGroup
 	if tec != nil {
 		wg.Go(func() { tec.Run(ctx) })
