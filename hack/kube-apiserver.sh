@@ -319,8 +319,7 @@ EOF
 	# The EndpointSlice controller, as kube-controller-manager runs it, with
 	# the admin identity.
 	if [ -x "$ESC_BIN" ]; then
-		"$ESC_BIN" --kubeconfig "$DIR/admin.kubeconfig" >>"$DIR/endpointslice-controller.log" 2>&1 &
-		echo $! >"$DIR/endpointslice-controller.pid"
+		launch_esc
 		echo "NODEKIT_ENDPOINTSLICE_CONTROLLER=1" >>"$DIR/env"
 	else
 		log "no EndpointSlice controller at $ESC_BIN ('$0 build' builds it): Services get no EndpointSlices"
@@ -461,7 +460,22 @@ cmd_start_apiserver() {
 	# shellcheck disable=SC1091
 	. "$DIR/ports"
 	launch_apiserver "$ETCD_PORT" "$API_PORT" "$ADMIN_TOKEN" $((SECONDS + START_TIMEOUT)) || return 1
+	# The EndpointSlice controller starts afresh, as it would with a
+	# restarted control plane: its watches, refused while the API server
+	# was down, would otherwise come back only after client-go's back-off
+	# (up to 30 s, with jitter), and a test creating a Service meanwhile saw
+	# its slice stay empty.
+	if [ -f "$DIR/endpointslice-controller.pid" ]; then
+		stop_pid "$DIR/endpointslice-controller.pid"
+		launch_esc
+	fi
 	log "kube-apiserver ready again at https://127.0.0.1:$API_PORT"
+}
+
+# launch_esc starts the EndpointSlice controller in the background.
+launch_esc() {
+	"$ESC_BIN" --kubeconfig "$DIR/admin.kubeconfig" >>"$DIR/endpointslice-controller.log" 2>&1 &
+	echo $! >"$DIR/endpointslice-controller.pid"
 }
 
 stop_pid() { # pidfile

@@ -320,7 +320,7 @@ spec:
 
 	// The Service's EndpointSlice (the upstream controller) has the static
 	// pod at the node's address, ready.
-	nsPoll(t, 60*time.Second, "EndpointSlice of the Service with the static pod's address, ready", func() (bool, string) {
+	nsPoll(t, 90*time.Second, "EndpointSlice of the Service with the static pod's address, ready", func() (bool, string) {
 		l, err := admin.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svcName})
 		if err != nil {
 			return false, err.Error()
