@@ -24,6 +24,7 @@ import (
 	"github.com/nodekit/nodekit/clusterapiserver"
 	evapiserver "github.com/nodekit/nodekit/events/apiserver"
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/internal/agenttest"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/nodestatus"
 )
@@ -330,12 +331,10 @@ func TestWireEventsClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx) }()
+	ctx := t.Context()
+	stop := agenttest.StartAgent(t, agent)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()
