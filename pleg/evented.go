@@ -191,15 +191,16 @@ func (e *EventedPLEG) Relist(ctx context.Context) error { return e.generic.Relis
 // Relisted is GenericPLEG.Relisted.
 func (e *EventedPLEG) Relisted() <-chan struct{} { return e.generic.Relisted() }
 
-// Healthy reports false when the event channel is full while events are
-// followed, and otherwise what the GenericPLEG's Healthy reports (with the
-// long threshold while events flow, the normal one after a fall-back).
+// Healthy is what the GenericPLEG's Healthy reports (with the long
+// threshold while events flow, the normal one after a fall-back).
+//
+// Unlike the kubelet's evented PLEG, a full event channel does not make it
+// unhealthy. The sync loop skips its iterations while the PLEG is
+// unhealthy, so nothing would read the channel again and the loop would
+// stop for good (kubernetes#72482 is the same deadlock, fixed for the
+// relisting PLEG by dropping events). Nothing is lost to a full channel:
+// a dropped event's pod gets a PodSync once there is room.
 func (e *EventedPLEG) Healthy() (bool, error) {
-	if e.inUse.Load() {
-		if n := len(e.generic.events); n == cap(e.generic.events) {
-			return false, fmt.Errorf("%w: event channel is full (%d events)", ErrNotHealthy, n)
-		}
-	}
 	return e.generic.Healthy()
 }
 
