@@ -446,16 +446,24 @@ func cleanupNodes(t *testing.T, c kubernetes.Interface, prefix string) {
 // timeout with cond's last detail.
 func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	expired := false
 	for {
 		ok, detail := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		if expired {
 			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, detail)
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-deadline.C:
+			expired = true
+		case <-tick.C:
+		}
 	}
 }
 
