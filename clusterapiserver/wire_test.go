@@ -116,12 +116,9 @@ func TestWireRunsAPIPodsAndMirrorsStaticPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(runCtx) }()
+	stop := agenttest.StartAgent(t, agent)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run = %v", err)
 		}
 	}()
@@ -242,12 +239,9 @@ func TestWireReportsEvictionPressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(runCtx) }()
+	stop := agenttest.StartAgent(t, agent)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run = %v", err)
 		}
 	}()
@@ -289,12 +283,10 @@ func TestWireNodeReadyCheckAndUpdateNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx) }()
+	ctx := t.Context()
+	stop := agenttest.StartAgent(t, agent)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()
@@ -376,12 +368,9 @@ func TestWireNodeCapacityAndLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(runCtx) }()
+	stop := agenttest.StartAgent(t, agent)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run = %v", err)
 		}
 	}()
@@ -413,12 +402,9 @@ func TestWireLeaseRenewInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(runCtx) }()
+	stop := agenttest.StartAgent(t, agent)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run = %v", err)
 		}
 	}()

@@ -156,18 +156,28 @@ func (s *e2eSigner) approveAndSign(ctx context.Context, csr *certificatesv1.Cert
 	return nil
 }
 
+// waitUntil checks cond every 250ms until it holds, or fails the test
+// after one last check once timeout has passed.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	expired := false
 	for {
 		ok, state := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		if expired {
 			t.Fatalf("%s: not within %v (%s)", what, timeout, state)
 		}
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case <-deadline.C:
+			expired = true
+		case <-tick.C:
+		}
 	}
 }
 

@@ -17,12 +17,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/examples/internal/exutil"
+	"github.com/nodekit/nodekit/internal/apiservertest"
 )
 
 // The e2e scale: 200 nodes with 10 pods each, periods scaled so that it
@@ -152,7 +152,7 @@ func TestSimulatedNodesAgainstAPIServer(t *testing.T) {
 		}
 		grace := int64(e2eTermGrace)
 		no := false
-		w.asking(name)
+		w.Creating(name)
 		_, err := admin.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"fake.nodekit.io/behavior.c": behavior}},
 			Spec: v1.PodSpec{
@@ -168,7 +168,7 @@ func TestSimulatedNodesAgainstAPIServer(t *testing.T) {
 		r := h.rep.measure()
 		return r.PodsRunning == len(names), r.String()
 	})
-	lat := w.runningLatencies()
+	lat := w.RunningLatencies()
 	t.Logf("%v: %d pods Running; create request to Running in the API server: p50 %v, p99 %v, max %v",
 		time.Since(start).Round(time.Second), len(lat), pct(lat, 50), pct(lat, 99), pct(lat, 100))
 	t.Log(h.rep.measure())
@@ -176,15 +176,15 @@ func TestSimulatedNodesAgainstAPIServer(t *testing.T) {
 	// 3. Deleting the pods terminates them with their grace periods.
 	deleted := time.Now()
 	parallel(t, names, func(name string) error {
-		w.deleting(name)
+		w.Deleting(name)
 		return admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	poll(t, 180*time.Second, "every pod deleted", func() (bool, string) {
-		n := w.gone()
+		n := w.Gone()
 		return n == len(names), fmt.Sprintf("%d of %d gone", n, len(names))
 	})
 	t.Logf("%v: every pod terminated and deleted in %v", time.Since(start).Round(time.Second), time.Since(deleted).Round(time.Millisecond))
-	w.checkTermination(t, names)
+	checkTermination(t, w, names)
 
 	// 4. Killing 10 nodes: their leases are no longer renewed and (with
 	// the node lifecycle controller) they go NotReady; the rest stay
@@ -296,107 +296,27 @@ func startNodeLifecycleController(t *testing.T, kubeconfig, selector string) boo
 	return true
 }
 
-// podWatch follows the test's pods: when each first ran, its last
-// container state before it went, and when it went.
-type podWatch struct {
-	mu        sync.Mutex
-	asked     map[string]time.Time
-	running   map[string]time.Time
-	deleteReq map[string]time.Time
-	lastTerm  map[string]*v1.ContainerStateTerminated
-	goneAt    map[string]time.Time
-}
-
-func watchPods(t *testing.T, c kubernetes.Interface, ns string) *podWatch {
-	w := &podWatch{asked: map[string]time.Time{}, running: map[string]time.Time{}, deleteReq: map[string]time.Time{},
-		lastTerm: map[string]*v1.ContainerStateTerminated{}, goneAt: map[string]time.Time{}}
-	seen := func(p *v1.Pod) {
-		now := time.Now()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if _, ok := w.running[p.Name]; !ok && p.Status.Phase == v1.PodRunning {
-			w.running[p.Name] = now
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Terminated != nil {
-				w.lastTerm[p.Name] = cs.State.Terminated
-			}
-		}
-	}
-	lw := cache.NewListWatchFromClient(c.CoreV1().RESTClient(), "pods", ns, fields.Everything())
-	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &v1.Pod{},
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { seen(o.(*v1.Pod)) },
-			UpdateFunc: func(_, o any) { seen(o.(*v1.Pod)) },
-			DeleteFunc: func(o any) {
-				name := ""
-				switch p := o.(type) {
-				case *v1.Pod:
-					seen(p)
-					name = p.Name
-				case cache.DeletedFinalStateUnknown:
-					_, name, _ = cache.SplitMetaNamespaceKey(p.Key)
-				}
-				w.mu.Lock()
-				w.goneAt[name] = time.Now()
-				w.mu.Unlock()
-			},
-		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); ctrl.RunWithContext(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	poll(t, 60*time.Second, "the pod watch synced", func() (bool, string) { return ctrl.HasSynced(), "" })
+// watchPods follows the test's pods (create and delete requests, first
+// Running, last container state, gone) until the test ends.
+func watchPods(t *testing.T, c kubernetes.Interface, ns string) *apiservertest.PodWatch {
+	w := apiservertest.WatchPods(context.Background(), c, ns, clock.RealClock{})
+	t.Cleanup(w.Stop)
+	poll(t, 60*time.Second, "the pod watch synced", func() (bool, string) { return w.HasSynced(), "" })
 	return w
-}
-
-func (w *podWatch) asking(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.asked[name] = time.Now()
-}
-
-func (w *podWatch) deleting(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.deleteReq[name] = time.Now()
-}
-
-func (w *podWatch) gone() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.goneAt)
-}
-
-// runningLatencies: from each pod's create request to the first watch
-// event with phase Running.
-func (w *podWatch) runningLatencies() []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []time.Duration
-	for name, at := range w.running {
-		if c, ok := w.asked[name]; ok {
-			out = append(out, at.Sub(c))
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // checkTermination: a pod that ignores SIGTERM went no sooner than its
 // grace period after the delete request and ended killed (137); one that
 // handles it ended with 0.
-func (w *podWatch) checkTermination(t *testing.T, names []string) {
+func checkTermination(t *testing.T, w *apiservertest.PodWatch, names []string) {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var handled, ignored []time.Duration
 	seen := 0
 	for _, name := range names {
 		var i, j int
 		fmt.Sscanf(name, "p-%03d-%02d", &i, &j)
-		took := w.goneAt[name].Sub(w.deleteReq[name])
-		term := w.lastTerm[name]
+		asked, gone, term := w.Deletion(name)
+		took := gone.Sub(asked)
 		if j%2 == 0 {
 			handled = append(handled, took)
 			if term != nil && term.ExitCode != 0 {
@@ -526,16 +446,24 @@ func cleanupNodes(t *testing.T, c kubernetes.Interface, prefix string) {
 // timeout with cond's last detail.
 func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	expired := false
 	for {
 		ok, detail := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		if expired {
 			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, detail)
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-deadline.C:
+			expired = true
+		case <-tick.C:
+		}
 	}
 }
 

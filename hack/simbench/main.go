@@ -45,7 +45,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,10 +53,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/apiservertest"
 )
 
 type options struct {
@@ -251,8 +251,11 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		}
 	}
 
-	w := newWatch(ctx, client, ns)
-	defer w.stop()
+	w := apiservertest.WatchPods(ctx, client, ns, clock.RealClock{})
+	defer w.Stop()
+	for !w.HasSynced() {
+		time.Sleep(50 * time.Millisecond)
+	}
 	total := n * o.podsPerNode
 	names := make([]string, 0, total)
 	for i := 0; i < n; i++ {
@@ -274,7 +277,7 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		var i int
 		fmt.Sscanf(name, "p-%05d", &i)
 		no := false
-		w.requested(name)
+		w.Creating(name)
 		spec := v1.PodSpec{NodeName: fmt.Sprintf(prefix+"%05d", i), AutomountServiceAccountToken: &no,
 			Containers: []v1.Container{{Name: "c", Image: o.image}}}
 		if o.scheduler {
@@ -285,10 +288,10 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 	}); err != nil {
 		return result{}, err
 	}
-	if err := waitFor(10*time.Minute, func() (bool, error) { return w.runningCount() == total, nil }); err != nil {
-		return result{}, fmt.Errorf("pods Running (%d of %d): %w", w.runningCount(), total, err)
+	if err := waitFor(10*time.Minute, func() (bool, error) { return w.Running() == total, nil }); err != nil {
+		return result{}, fmt.Errorf("pods Running (%d of %d): %w", w.Running(), total, err)
 	}
-	lat := w.latencies()
+	lat := w.RunningLatencies()
 	busy, err := get()
 	if err != nil {
 		return result{}, err
@@ -324,67 +327,6 @@ func runOnce(o options, client kubernetes.Interface, bin, dir string, n int) (re
 		float64(r.RSSBytes)/1e6, float64(r.RSSBytes)/1e6/float64(n), r.CPU*100, r.CPU*1000/float64(n),
 		apiCPU*100, etcdCPU*100, float64(procRSS(api))/1e6, r.APIRequests)
 	return result{line: line, nodes: n, rss: r.RSSBytes, cpu: r.CPU, apiCPU: apiCPU}, nil
-}
-
-// podWatch records when each pod was asked for and first seen Running.
-type podWatch struct {
-	mu      sync.Mutex
-	asked   map[string]time.Time
-	running map[string]time.Time
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
-func newWatch(ctx context.Context, c kubernetes.Interface, ns string) *podWatch {
-	w := &podWatch{asked: map[string]time.Time{}, running: map[string]time.Time{}, done: make(chan struct{})}
-	see := func(o any) {
-		p, ok := o.(*v1.Pod)
-		if !ok || p.Status.Phase != v1.PodRunning {
-			return
-		}
-		now := time.Now()
-		w.mu.Lock()
-		if _, seen := w.running[p.Name]; !seen {
-			w.running[p.Name] = now
-		}
-		w.mu.Unlock()
-	}
-	lw := cache.NewListWatchFromClient(c.CoreV1().RESTClient(), "pods", ns, fields.Everything())
-	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &v1.Pod{},
-		Handler: cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }}})
-	ctx, w.cancel = context.WithCancel(ctx)
-	go func() { defer close(w.done); ctrl.RunWithContext(ctx) }()
-	for !ctrl.HasSynced() {
-		time.Sleep(50 * time.Millisecond)
-	}
-	return w
-}
-
-func (w *podWatch) stop() { w.cancel(); <-w.done }
-
-func (w *podWatch) requested(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.asked[name] = time.Now()
-}
-
-func (w *podWatch) runningCount() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.running)
-}
-
-func (w *podWatch) latencies() []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]time.Duration, 0, len(w.running))
-	for name, at := range w.running {
-		if a, ok := w.asked[name]; ok {
-			out = append(out, at.Sub(a))
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 func pct(d []time.Duration, p int) string {

@@ -169,20 +169,29 @@ func (e *env) running(t *testing.T) map[string]*runtimeapi.Container {
 	return out
 }
 
-// waitFor polls cond every 250ms until it holds or timeout passes.
+// waitFor polls cond every 250ms until it holds or timeout passes (then
+// it checks once more before failing), and returns how long it took.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(timeout)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	expired := false
 	for {
 		ok, detail := cond()
 		if ok {
 			return time.Since(start)
 		}
-		if time.Now().After(deadline) {
+		if expired {
 			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, detail)
 		}
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case <-deadline.C:
+			expired = true
+		case <-tick.C:
+		}
 	}
 }
 

@@ -50,6 +50,35 @@ func procMem(t *testing.T, pid int) (rss, anon uint64) {
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
 
+// settledMem reads a process's memory (procMem) every second until two
+// readings in a row are within 1 MiB of each other, and returns the later.
+// After 60s it logs that the RSS did not settle and returns the last
+// reading.
+func settledMem(t *testing.T, pid int) (rss, anon uint64) {
+	t.Helper()
+	const within = 1 << 20
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	start := time.Now()
+	rss, anon = procMem(t, pid)
+	for {
+		select {
+		case <-deadline.C:
+			t.Logf("the agent's RSS did not settle within 60s: %.1f MB", mb(rss))
+			return rss, anon
+		case <-tick.C:
+		}
+		prev := rss
+		rss, anon = procMem(t, pid)
+		if max(rss, prev)-min(rss, prev) <= within {
+			t.Logf("the agent's RSS settled at %.1f MB (%.1f MB a second before) after %v", mb(rss), mb(prev), time.Since(start).Round(time.Second))
+			return rss, anon
+		}
+	}
+}
+
 // TestChurn churns 500 host-network pods through examples/standalone on the
 // real containerd, in waves of 50 manifests written and deleted (issue 29):
 // the agent's RSS, idle with no pods, is within a few MB of what it was
@@ -163,9 +192,9 @@ func TestChurn(t *testing.T) {
 		})
 		if n == 0 {
 			// The first wave paged in the code the churn runs; what is
-			// measured from here is what pods leave behind.
-			time.Sleep(5 * time.Second)
-			before, beforeAnon = procMem(t, pid)
+			// measured from here is what pods leave behind, once the
+			// agent's RSS has settled.
+			before, beforeAnon = settledMem(t, pid)
 		}
 	}
 	t.Logf("%d pods through the agent in %s", total, time.Since(start).Round(time.Second))

@@ -157,7 +157,16 @@ func TestCPUManagerStaticPinsGuaranteedContainer(t *testing.T) {
       requests: {cpu: "1", memory: 64Mi}
       limits: {cpu: "1", memory: 64Mi}
 `))
-	time.Sleep(3 * time.Second)
+	// Wait for the agent's admission decision (a rejected pod is Failed at
+	// once) rather than a fixed pause; the check below is what counts.
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	_, st, err := agent.WaitForPod(wctx, "default", "second-"+nodeName, nodekit.PodPhase(v1.PodFailed))
+	wcancel()
+	if err != nil {
+		t.Logf("the second pod's rejection not seen: %v", err)
+	} else {
+		t.Logf("the second pod: %s (%s)", st.Reason, st.Message)
+	}
 	if _, ok := e.running(t)["second-"+nodeName]; ok {
 		t.Error("a second 1-cpu Guaranteed pod runs although no cpu is left")
 	}

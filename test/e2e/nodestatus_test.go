@@ -62,21 +62,28 @@ func nsClient(t *testing.T, kubeconfig string) kubernetes.Interface {
 	return c
 }
 
-// nsPoll polls cond every 200ms until it holds or the deadline passes.
+// nsPoll polls cond every 200ms until it holds or the deadline passes
+// (then it checks once more before failing).
 func nsPoll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	expired := false
 	for {
 		ok, state := cond()
 		if ok {
 			return
 		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
+		if expired {
+			t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, state)
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-deadline.C:
+			expired = true
+		case <-tick.C:
+		}
 	}
 }
 
