@@ -414,6 +414,13 @@ func (bd *build) buildLoop() {
 	if complete {
 		cfg.Runtime, cfg.PLEG, cfg.Events = a.mgr, a.pleg, a.pleg.Watch()
 	}
+	if !b.keepIdleMemory {
+		release := b.idleRelease
+		if release == nil {
+			release = freeOSMemory
+		}
+		cfg.Idle = idleRelease(release, bd.clk, bd.log)
+	}
 	if cfg.StatusSink == nil {
 		for _, c := range b.clusters {
 			if c.StatusSink != nil {

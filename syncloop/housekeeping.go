@@ -30,7 +30,10 @@ import (
 //     be removed, when no container of theirs runs;
 //   - every ContainerGCPeriod, has the runtime garbage-collect dead
 //     containers and sandboxes;
-//   - refreshes the running pods and containers gauges.
+//   - refreshes the running pods and containers gauges;
+//   - calls Config.Idle when the node has become idle: no pod desired or
+//     known to the pod workers, and none in the runtime (a listing that
+//     failed counts as not idle).
 //
 // Errors of the steps are joined; a failed step does not stop the others.
 func (l *Loop) HandlePodCleanups(ctx context.Context) error {
@@ -162,6 +165,15 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 			errs = append(errs, derr)
 		}
 	}
+
+	// The node idle: once per transition (the runtime's listing is from
+	// before this round's container GC, so the round after the GC that
+	// removed the last dead container is the one that sees it).
+	idle := err == nil && len(allPods) == 0 && len(working) == 0 && len(runtimePods) == 0
+	if idle && !l.idle && l.cfg.Idle != nil {
+		l.cfg.Idle()
+	}
+	l.idle = idle
 
 	// Container garbage collection.
 	if l.lastGC.IsZero() || l.clock.Since(l.lastGC) >= l.cfg.ContainerGCPeriod {

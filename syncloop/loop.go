@@ -217,6 +217,15 @@ type Config struct {
 	// A test that must be exact returns a constant.
 	Rand func() float64
 
+	// Idle, if set, is called by housekeeping when the node becomes idle:
+	// no pod is desired or known to the pod workers and the runtime holds
+	// no sandbox or container (container GC has removed the last dead
+	// ones). It is called once per such transition, from the housekeeping
+	// goroutine, and must not block for long. The Builder returns the
+	// process's freed memory to the OS there (see
+	// nodekit.Builder.WithIdleMemoryRelease).
+	Idle func()
+
 	// Recorder records the loop's events: admission rejections (the
 	// handler's reason, Warning), FailedMount, ContainerGCFailed, and the
 	// pod workers' ExceededGracePeriod. Nil records none.
@@ -254,10 +263,12 @@ type Loop struct {
 	// was seen not to run (see rejectPod); under podsMu.
 	noContainers map[types.UID]struct{}
 
-	// houseMu serialises housekeeping and guards lastGC and knownPods.
+	// houseMu serialises housekeeping and guards lastGC, knownPods and
+	// idle.
 	houseMu   sync.Mutex
 	lastGC    time.Time
 	knownPods bool // the pod workers were told the pods at least once
+	idle      bool // the last housekeeping found the node idle (Config.Idle)
 
 	health healthState
 
