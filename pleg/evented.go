@@ -395,6 +395,10 @@ func (e *EventedPLEG) HandleEvent(ctx context.Context, ev *runtimeapi.ContainerE
 	if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
 		if len(st.ContainerStatuses) == 0 && len(st.SandboxStatuses) == 0 {
 			cache.Delete(uid)
+			// And the relisting PLEG's record of the pod: relists are
+			// 300s apart while events flow, and a churn of pods would
+			// keep that long a record of every pod it ran.
+			e.generic.forgetRecord(uid)
 		} else {
 			cache.Set(uid, st, nil, ts)
 		}

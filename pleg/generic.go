@@ -614,6 +614,15 @@ func (g *GenericPLEG) relistPodFrom(ctx context.Context, uid types.UID, status *
 	return true
 }
 
+// forgetRecord drops the relist record of a pod the runtime no longer has
+// (an evented deletion of its last sandbox or container): the next relist
+// then finds neither the pod nor a record, and sends nothing.
+func (g *GenericPLEG) forgetRecord(uid types.UID) {
+	g.relistMu.Lock()
+	delete(g.records, uid)
+	g.relistMu.Unlock()
+}
+
 // relistPodLocked is RelistPod after its read: status was read at start.
 // Called with relistMu.
 func (g *GenericPLEG) relistPodLocked(ctx context.Context, uid types.UID, r *podRecord, start time.Time, status *kubetypes.PodStatus) {

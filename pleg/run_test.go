@@ -328,12 +328,28 @@ func TestEventedFollowsEvents(t *testing.T) {
 		src.push <- &runtimeapi.ContainerEventResponse{ContainerId: "c1", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, CreatedAt: at + 1, PodSandboxStatus: sb}
 		synctest.Wait()
 		expectEvents(t, e.Watch(), "p/ContainerDied/c1")
+		// A relist of the pod (as a pod worker's read makes) leaves a
+		// record, which the deletion below must drop.
+		if err := e.generic.RelistPod(t.Context(), "p"); err != nil {
+			t.Fatal(err)
+		}
+		hasRecord := func() bool {
+			e.generic.relistMu.Lock()
+			defer e.generic.relistMu.Unlock()
+			return e.generic.records["p"] != nil
+		}
+		if !hasRecord() {
+			t.Fatal("no record of the pod after RelistPod")
+		}
 		rt.setPods()
 		src.push <- &runtimeapi.ContainerEventResponse{ContainerId: "c1", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, CreatedAt: at + 2, PodSandboxStatus: sb}
 		synctest.Wait()
 		expectEvents(t, e.Watch(), "p/ContainerDied/c1", "p/ContainerRemoved/c1")
 		if st, _ := e.Cache().Get("p"); st.Name != "" || len(st.ContainerStatuses) != 0 {
 			t.Fatalf("cache %+v after deletion", st)
+		}
+		if hasRecord() {
+			t.Fatal("the relist record of the deleted pod is kept until the next relist")
 		}
 
 		// The global cache time advances periodically.
