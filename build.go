@@ -414,7 +414,7 @@ func (bd *build) buildLoop() {
 	if complete {
 		cfg.Runtime, cfg.PLEG, cfg.Events = a.mgr, a.pleg, a.pleg.Watch()
 	}
-	if !b.keepIdleMemory {
+	if b.idleMemoryRelease {
 		release := b.idleRelease
 		if release == nil {
 			release = freeOSMemory

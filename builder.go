@@ -91,10 +91,10 @@ type settings struct {
 	logger       *zap.Logger
 	registerer   prometheus.Registerer
 	rand         func() float64
-	// keepIdleMemory: WithIdleMemoryRelease(false); idleRelease replaces
+	// idleMemoryRelease: WithIdleMemoryRelease; idleRelease replaces
 	// freeOSMemory in tests.
-	keepIdleMemory bool
-	idleRelease    func()
+	idleMemoryRelease bool
+	idleRelease       func()
 
 	volumes       syncloop.VolumeHooks
 	mounts        kuberuntime.MountProvider

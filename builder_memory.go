@@ -17,14 +17,16 @@ const idleReleaseMinInterval = time.Minute
 // WithIdleMemoryRelease sets whether the agent returns the process's freed
 // memory to the OS (runtime/debug.FreeOSMemory) when the node becomes idle:
 // no pod left and the runtime empty, once container GC has removed the
-// last dead container. It is on by default. Without it an agent that ran
-// many pods keeps its freed heap for minutes, as any Go program does (the
-// runtime gives memory back slowly, and only down to about its heap goal),
-// so that its idle RSS stays well above what it was before its first pod.
-// The call runs a garbage collection, at most once a minute and only on
-// that transition; a program that embeds the agent and manages its own
-// memory can turn it off.
-func (b *Builder) WithIdleMemoryRelease(on bool) *Builder { b.keepIdleMemory = !on; return b }
+// last dead container. Without it an agent that ran many pods keeps its
+// freed heap for minutes, as any Go program does (the runtime gives memory
+// back slowly, and only down to about its heap goal), so that its idle RSS
+// stays well above what it was before its first pod. The call runs a
+// garbage collection of the whole process, at most once a minute per agent
+// and only on that transition. It is off by default, because it acts on
+// the whole process: a program that runs one agent (examples/standalone,
+// examples/edge and examples/cluster turn it on) wants it; one that runs
+// many agents (examples/simulate) or manages its own memory does not.
+func (b *Builder) WithIdleMemoryRelease(on bool) *Builder { b.idleMemoryRelease = on; return b }
 
 // idleRelease is the sync loop's Idle hook: release, at most once per
 // idleReleaseMinInterval.

@@ -10,16 +10,16 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// By default the agent releases memory once when its node becomes idle
-// (here: at start, with no pod); WithIdleMemoryRelease(false) turns it off.
+// With WithIdleMemoryRelease(true) the agent releases memory once when its
+// node becomes idle (here: at start, with no pod); by default it does not.
 func TestIdleMemoryReleaseWired(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
 			released := 0
 			b := NewBuilder().WithNodeName("node1").WithFakeRuntime().WithRootDir(t.TempDir()).
 				WithLogger(zap.NewNop())
-			if !on {
-				b.WithIdleMemoryRelease(false)
+			if on {
+				b.WithIdleMemoryRelease(true)
 			}
 			b.idleRelease = func() { released++ }
 			a, err := b.Build()

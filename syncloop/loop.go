@@ -221,7 +221,7 @@ type Config struct {
 	// no pod is desired or known to the pod workers and the runtime holds
 	// no sandbox or container (container GC has removed the last dead
 	// ones). It is called once per such transition, from the housekeeping
-	// goroutine, and must not block for long. The Builder returns the
+	// goroutine, and must not block for long. The Builder can return the
 	// process's freed memory to the OS there (see
 	// nodekit.Builder.WithIdleMemoryRelease).
 	Idle func()

@@ -211,7 +211,8 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	if err := o.loadConfig(); err != nil {
 		return err
 	}
-	b := nodekit.NewBuilder().WithRootDir(root).WithLogger(log)
+	b := nodekit.NewBuilder().WithRootDir(root).WithLogger(log).
+		WithIdleMemoryRelease(true) // the process runs one agent
 	runtimeName := o.endpoint
 	if o.endpoint == "" {
 		b.WithFakeRuntime(strings.Split(o.images, ",")...)

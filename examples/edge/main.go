@@ -196,7 +196,8 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		return nil, err
 	}
 	e := &edge{root: root}
-	b := nodekit.NewBuilder().WithRootDir(root).WithNodeName(o.nodeName).WithLogger(log)
+	b := nodekit.NewBuilder().WithRootDir(root).WithNodeName(o.nodeName).WithLogger(log).
+		WithIdleMemoryRelease(true) // the process runs one agent
 	var mounter volumemgr.Mounter
 	if o.endpoint == "" {
 		b.WithFakeRuntime(strings.Split(o.images, ",")...)

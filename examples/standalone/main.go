@@ -241,6 +241,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	b := nodekit.NewBuilder().
+		WithIdleMemoryRelease(true). // the process runs one agent
 		WithNodeName(o.nodeName).
 		WithRootDir(root).
 		WithLogger(log).
