@@ -37,8 +37,9 @@ func idleRelease(release func(), clk clock.PassiveClock, log *zap.Logger) func()
 			last = now
 			before := heapReleased()
 			release()
+			after := heapReleased()
 			log.Info("node idle: freed memory returned to the OS",
-				zap.Uint64("releasedBytes", heapReleased()-min(before, heapReleased())))
+				zap.Uint64("releasedBytes", after-min(before, after)))
 		}
 	}
 }

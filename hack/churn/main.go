@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,10 +25,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/procmem"
 )
 
 func main() {
@@ -110,7 +109,7 @@ func main() {
 		fmt.Printf("idle %3.0f s:        %v\n", idle.Seconds(), last)
 	}
 	fmt.Printf("over the fresh agent after %d pods: RSS %+.1f MB (anonymous %+.1f, file %+.1f)\n", *pods,
-		mbDiff(last.rss, fresh.rss), mbDiff(last.anon, fresh.anon), mbDiff(last.file, fresh.file))
+		mbDiff(last.RSS, fresh.RSS), mbDiff(last.Anon, fresh.Anon), mbDiff(last.File, fresh.File))
 }
 
 // pod is the n-th pod, as hack/soak's soakPod.
@@ -189,38 +188,19 @@ func (c *client) waitFor(names []string, cond func(map[string]string) bool) {
 	}
 }
 
-type mem struct{ rss, anon, file, threads uint64 }
+type mem procmem.Status
 
 func (m mem) String() string {
 	return fmt.Sprintf("RSS %.1f MB (anonymous %.1f, file %.1f), %d threads",
-		float64(m.rss)/(1<<20), float64(m.anon)/(1<<20), float64(m.file)/(1<<20), m.threads)
+		float64(m.RSS)/(1<<20), float64(m.Anon)/(1<<20), float64(m.File)/(1<<20), m.Threads)
 }
 
 func mbDiff(a, b uint64) float64 { return (float64(a) - float64(b)) / (1 << 20) }
 
 func readMem(pid int) mem {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procmem.Read(pid)
 	check(err)
-	var m mem
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseUint(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			m.rss = v << 10
-		case "RssAnon:":
-			m.anon = v << 10
-		case "RssFile:":
-			m.file = v << 10
-		case "Threads:":
-			m.threads = v
-		}
-	}
-	return m
+	return mem(st)
 }
 
 func freeAddr() string {

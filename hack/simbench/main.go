@@ -58,6 +58,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/apiservertest"
+	"github.com/nodekit/nodekit/internal/procmem"
 )
 
 type options struct {
@@ -501,20 +502,11 @@ func procCPU(pid int) time.Duration {
 
 // procRSS is the VmRSS of pid in bytes (0 if unknown).
 func procRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procmem.Read(pid)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb * 1024
-			}
-		}
-	}
-	return 0
+	return int64(st.RSS)
 }
 
 func loadavg() string {

@@ -1,8 +1,6 @@
 package soak
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/events"
+	"github.com/nodekit/nodekit/internal/procmem"
 	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/volumemgr"
 )
@@ -89,42 +88,11 @@ func mb(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func readMem(t *testing.T) memStat {
 	debug.FreeOSMemory()
-	b, err := os.ReadFile("/proc/self/status")
+	st, err := procmem.ReadSelf()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m memStat
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		var dst *uint64
-		switch f[0] {
-		case "VmRSS:":
-			dst = &m.rss
-		case "RssAnon:":
-			dst = &m.anon
-		case "RssFile:":
-			dst = &m.file
-		case "Threads:":
-			dst = &m.threads
-		default:
-			continue
-		}
-		kb, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		*dst = kb
-		if dst != &m.threads {
-			*dst <<= 10
-		}
-	}
-	if m.rss == 0 {
-		t.Fatal("no VmRSS in /proc/self/status")
-	}
+	m := memStat{rss: st.RSS, anon: st.Anon, file: st.File, threads: st.Threads}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	t.Logf("go runtime: heap sys %d inuse %d released %d, stacks %d, mspan %d, gc %d, other %d, goroutines %d, threads %d",

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -17,6 +15,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/procmem"
 	"github.com/nodekit/nodekit/kuberuntime"
 )
 
@@ -27,25 +26,11 @@ const churnEnv = "NODEKIT_E2E_CHURN"
 // procMem reads a process's VmRSS and RssAnon in bytes.
 func procMem(t *testing.T, pid int) (rss, anon uint64) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procmem.Read(pid)
 	if err != nil {
 		t.Fatalf("reading the agent's memory: %v", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseUint(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb << 10
-		case "RssAnon:":
-			anon = kb << 10
-		}
-	}
-	return rss, anon
+	return st.RSS, st.Anon
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
