@@ -262,19 +262,89 @@ func (m *Manager) gcSandboxes(ctx context.Context, sandboxes []*runtimeapi.PodSa
 			if sb.active {
 				continue
 			}
-			cctx, cancel := m.callCtx(ctx)
-			err := m.cfg.Runtime.StopPodSandbox(cctx, sb.id)
-			cancel()
-			if err != nil && !isNotFound(err) {
-				errs = append(errs, fmt.Errorf("%w: %s: %w", ErrKillSandbox, sb.id, err))
-				continue
+			if err := m.gcRemoveSandbox(ctx, sb.id); err != nil {
+				errs = append(errs, err)
 			}
-			cctx, cancel = m.callCtx(ctx)
-			err = m.cfg.Runtime.RemovePodSandbox(cctx, sb.id)
-			cancel()
-			if err != nil && !isNotFound(err) {
-				errs = append(errs, fmt.Errorf("runtime: remove sandbox %s: %w", sb.id, err))
-			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// gcRemoveSandbox stops (a no-op for a stopped one) and removes a sandbox;
+// one already gone is not an error.
+func (m *Manager) gcRemoveSandbox(ctx context.Context, id string) error {
+	cctx, cancel := m.callCtx(ctx)
+	err := m.cfg.Runtime.StopPodSandbox(cctx, id)
+	cancel()
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("%w: %s: %w", ErrKillSandbox, id, err)
+	}
+	cctx, cancel = m.callCtx(ctx)
+	err = m.cfg.Runtime.RemovePodSandbox(cctx, id)
+	cancel()
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("runtime: remove sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemovePodContent removes one pod's dead containers (with their log
+// files) and its stopped sandboxes at once, as GarbageCollect does for a
+// pod whose content may be removed, without waiting for the next
+// collection. Call it only for such a pod: deleted and stopped, or evicted
+// (kubetypes.PodStateProvider's ShouldPodContentBeRemoved). A running
+// container, and a ready sandbox or one that still holds a container, are
+// left alone. It asks the runtime only for the pod's own objects (a label
+// selector on its UID). Errors are joined; a failure on one object does not
+// stop the others, and the next GarbageCollect retries what is left.
+//
+// The kubelet removes such a pod's dead containers when the relisting PLEG
+// reports them dead after the pod worker has stopped (its pod container
+// deletor) and leaves the sandbox to the next collection, up to a minute
+// later. Removing both when the pod worker finishes gives the same end
+// state whatever the PLEG, and keeps no dead object of a deleted pod for
+// that minute: on a churning node, a minute of them is most of what the
+// runtime and the agent hold.
+func (m *Manager) RemovePodContent(ctx context.Context, uid types.UID) error {
+	sel := map[string]string{LabelPodUID: string(uid)}
+	cctx, cancel := m.callCtx(ctx)
+	containers, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("runtime: remove content of pod %s: list containers: %w", uid, err)
+	}
+	var errs []error
+	inUse := make(map[string]bool)
+	for _, c := range containers {
+		if c == nil {
+			continue
+		}
+		if id, ok := identityFromLabels(c.GetLabels()); !ok || id.UID != uid || c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			inUse[c.GetPodSandboxId()] = true
+			continue
+		}
+		gc := gcContainer{id: c.GetId(), name: containerName(c.GetLabels(), c.GetMetadata()), created: c.GetCreatedAt(),
+			unknown: c.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN}
+		if err := m.gcRemoveContainer(ctx, gc); err != nil {
+			errs = append(errs, err)
+			inUse[c.GetPodSandboxId()] = true
+		}
+	}
+	cctx, cancel = m.callCtx(ctx)
+	sandboxes, err := m.cfg.Runtime.ListPodSandbox(cctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	cancel()
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("runtime: remove content of pod %s: list sandboxes: %w", uid, err))...)
+	}
+	for _, sb := range sandboxes {
+		if sb == nil || sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || inUse[sb.GetId()] {
+			continue
+		}
+		if id, ok := identityFromLabels(sb.GetLabels()); !ok || id.UID != uid {
+			continue
+		}
+		if err := m.gcRemoveSandbox(ctx, sb.GetId()); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -145,6 +145,7 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 	// warning) remember of pods that are gone, when they can forget.
 	rf, _ := l.cfg.Runtime.(podForgetter)
 	ef, _ := l.cfg.Recorder.(podForgetter)
+	var gone []types.UID
 	l.podsMu.Lock()
 	for uid := range l.seen {
 		if _, w := working[uid]; !w && !desired[uid] {
@@ -155,9 +156,20 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 				ef.ForgetPod(uid)
 			}
 			delete(l.seen, uid)
+			gone = append(gone, uid)
 		}
 	}
 	l.podsMu.Unlock()
+
+	// Their dead containers and sandboxes, now rather than at the next
+	// container GC (which retries what fails here).
+	if rc, ok := l.cfg.Runtime.(podContentRemover); ok {
+		for _, uid := range gone {
+			if rerr := rc.RemovePodContent(ctx, uid); rerr != nil && ctx.Err() == nil {
+				l.log.Info("cannot remove the containers of a pod that is gone; the container GC will", zap.String("uid", string(uid)), zap.Error(rerr))
+			}
+		}
+	}
 
 	// Directories of pods that are gone.
 	if err == nil {

@@ -47,6 +47,15 @@ type podForgetter interface {
 	ForgetPod(uid types.UID)
 }
 
+// podContentRemover is the optional capability of a RuntimeManager to
+// remove a stopped pod's dead containers and sandboxes at once
+// (*kuberuntime.Manager has it). With it, a pod the pod workers say may
+// lose its content (deleted and stopped, or evicted) loses it when its
+// worker finishes, instead of at the next container GC.
+type podContentRemover interface {
+	RemovePodContent(ctx context.Context, uid types.UID) error
+}
+
 // afterSyncReader is the optional capability of a RuntimeManager to read a
 // pod's status after SyncPod from what the sync started with and did,
 // with fewer calls than GetPodStatus (*kuberuntime.Manager has it).
@@ -438,6 +447,9 @@ func New(cfg Config) (*Loop, error) {
 	}
 	l.workers, l.status = pw, sm
 	l.podSyncer.status = sm
+	if r, ok := cfg.Runtime.(podContentRemover); ok {
+		l.podSyncer.removeContent, l.podSyncer.removable = r.RemovePodContent, pw.ShouldPodContentBeRemoved
+	}
 	l.admit = append([]AdmitHandler{
 		&resourceFitAdmitter{allocatable: cfg.NodeAllocatable},
 		hostPortAdmitter{},

@@ -26,6 +26,7 @@ var (
 	_ RuntimeStatusGetter    = (*fake.Runtime)(nil)
 	_ podworkers.PodCache    = (*pleg.Cache)(nil)
 	_ podstatus.ReasonSource = RuntimeManager(nil)
+	_ podContentRemover      = (*kuberuntime.Manager)(nil)
 )
 
 var ltEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

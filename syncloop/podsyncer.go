@@ -44,6 +44,11 @@ type podSyncer struct {
 	network     func() error
 	terminated  []func(ctx context.Context, pod *v1.Pod) error
 	rec         kubetypes.EventRecorder
+	// removeContent and removable: a deleted or evicted pod's dead
+	// containers and sandboxes are removed once it has stopped (nil: left
+	// to the container GC).
+	removeContent func(ctx context.Context, uid types.UID) error
+	removable     func(uid types.UID) bool
 }
 
 var _ podworkers.PodSyncer = (*podSyncer)(nil)
@@ -303,5 +308,23 @@ func (a *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *kube
 		}
 	}
 	a.status.TerminatePod(pod)
+	a.removePodContent(ctx, pod)
 	return nil
+}
+
+// removePodContent removes the dead containers and sandboxes of a pod
+// whose content may go (deleted and stopped, or evicted) now rather than at
+// the next container GC. A failure is logged, not returned: the pod has
+// stopped, and the container GC removes what is left.
+func (a *podSyncer) removePodContent(ctx context.Context, pod *v1.Pod) {
+	if a.removeContent == nil || a.removable == nil || !a.removable(pod.UID) {
+		return
+	}
+	var err error
+	a.changing(ctx, pod.UID, func() { err = a.removeContent(ctx, pod.UID) })
+	a.requestRelist(pod.UID)
+	if err != nil && ctx.Err() == nil {
+		a.log.Info("cannot remove the containers of a stopped pod; the container GC will",
+			zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)), zap.Error(err))
+	}
 }
