@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/procmem"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
@@ -75,23 +76,14 @@ func procHWM(pid int) (int64, error) {
 }
 
 func parseHWM(status string) (int64, error) {
-	sc := bufio.NewScanner(strings.NewReader(status))
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || key != "VmHWM" {
-			continue
-		}
-		f := strings.Fields(val)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("/proc status: unexpected VmHWM line %q", sc.Text())
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil || kb < 0 {
-			return 0, fmt.Errorf("/proc status: VmHWM %q", f[0])
-		}
-		return kb * 1024, nil
+	st, err := procmem.Parse(strings.NewReader(status))
+	if err != nil {
+		return 0, fmt.Errorf("/proc status: %w", err)
 	}
-	return 0, errors.New("/proc status: no VmHWM line")
+	if st.HWM == 0 {
+		return 0, errors.New("/proc status: no VmHWM line")
+	}
+	return int64(st.HWM), nil
 }
 
 // percentile returns the p-quantile (0..1) of ds by the nearest-rank

@@ -17,7 +17,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/procmem"
 )
 
 // Budget keys in the budgets file.
@@ -375,31 +377,14 @@ func countRunning(data []byte) (running int, summary string, err error) {
 
 // parseProcStatus returns VmRSS and VmHWM of a /proc/<pid>/status, in bytes.
 func parseProcStatus(data []byte) (rss, hwm int64, err error) {
-	rss, hwm = -1, -1
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
-			continue
-		}
-		f := strings.Fields(val)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("/proc status: unexpected %s line %q", key, sc.Text())
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc status: %s: %w", key, err)
-		}
-		if key == "VmRSS" {
-			rss = kb * 1024
-		} else {
-			hwm = kb * 1024
-		}
+	st, err := procmem.Parse(bytes.NewReader(data))
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc status: %w", err)
 	}
-	if rss < 0 || hwm < 0 {
-		return 0, 0, errors.New("/proc status: no VmRSS or VmHWM line")
+	if st.HWM == 0 {
+		return 0, 0, errors.New("/proc status: no VmHWM line")
 	}
-	return rss, hwm, nil
+	return int64(st.RSS), int64(st.HWM), nil
 }
 
 // readBudgets reads "key value" lines; # starts a comment; values are

@@ -1,9 +1,10 @@
 // Package procmem reads a process's memory from /proc/<pid>/status: its
-// resident set (VmRSS), the anonymous part of it (RssAnon: heap, stacks,
+// resident set (VmRSS) and its peak (VmHWM), the anonymous part of it (RssAnon: heap, stacks,
 // written data pages), the file-backed part (RssFile: the binary's code
 // and read-only pages, which the kernel can drop and read again) and its
-// thread count. The memory measurements (hack/churn, hack/soak and the
-// e2e churn test) read it through this one parser.
+// thread count. The memory measurements (hack/churn, hack/soak,
+// hack/simbench, hack/footprint, hack/e2ebench and the e2e churn test)
+// read it through this one parser.
 //
 //	st, err := procmem.Read(pid)     // or procmem.ReadSelf()
 //	fmt.Println(st.RSS, st.Anon)     // bytes

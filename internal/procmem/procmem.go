@@ -14,6 +14,7 @@ import (
 // and RssFile before Linux 4.5) is 0.
 type Status struct {
 	RSS     uint64 // VmRSS: the resident set
+	HWM     uint64 // VmHWM: the largest resident set so far
 	Anon    uint64 // RssAnon: its anonymous pages
 	File    uint64 // RssFile: its file-backed pages
 	Threads uint64 // Threads
@@ -60,6 +61,8 @@ func Parse(r io.Reader) (Status, error) {
 		switch name {
 		case "VmRSS":
 			dst, rss = &st.RSS, true
+		case "VmHWM":
+			dst = &st.HWM
 		case "RssAnon":
 			dst = &st.Anon
 		case "RssFile":

@@ -16,10 +16,10 @@ func TestParse(t *testing.T) {
 		name, text string
 		want       procmem.Status
 	}{
-		{"all fields", "Name:\tagent\nVmRSS:\t  2048 kB\nRssAnon:\t  1536 kB\nRssFile:\t   512 kB\nThreads:\t7\n",
-			procmem.Status{RSS: 2 << 20, Anon: 1536 << 10, File: 512 << 10, Threads: 7}},
+		{"all fields", "Name:\tagent\nVmHWM:\t  4096 kB\nVmRSS:\t  2048 kB\nRssAnon:\t  1536 kB\nRssFile:\t   512 kB\nThreads:\t7\n",
+			procmem.Status{RSS: 2 << 20, HWM: 4 << 20, Anon: 1536 << 10, File: 512 << 10, Threads: 7}},
 		{"a kernel before 4.5: no RssAnon or RssFile", "VmHWM:\t 9999 kB\nVmRSS:\t 100 kB\nThreads:\t1\n",
-			procmem.Status{RSS: 100 << 10, Threads: 1}},
+			procmem.Status{RSS: 100 << 10, HWM: 9999 << 10, Threads: 1}},
 		{"other lines and fields skipped", "Name:\tVmRSS: 1 kB\nVmRSS:\t3 kB\nRssShmem:\tx\nno colon\n\nSigQ:\t0/1\n",
 			procmem.Status{RSS: 3 << 10}},
 		{"zero RSS", "VmRSS:\t0 kB\n", procmem.Status{}},
@@ -49,6 +49,7 @@ func TestParseErrors(t *testing.T) {
 		{"negative", "RssAnon:\t-1 kB\nVmRSS:\t1 kB\n", procmem.ErrBadField, "RssAnon"},
 		{"no unit", "VmRSS:\t1\n", procmem.ErrBadField, "VmRSS"},
 		{"other unit", "RssFile:\t1 MB\nVmRSS:\t1 kB\n", procmem.ErrBadField, "RssFile"},
+		{"bad peak", "VmHWM:\tx kB\nVmRSS:\t1 kB\n", procmem.ErrBadField, "VmHWM"},
 		{"no value", "VmRSS:\n", procmem.ErrBadField, "VmRSS"},
 		{"threads with a unit", "VmRSS:\t1 kB\nThreads:\t3 kB\n", procmem.ErrBadField, "Threads"},
 		{"overflows in bytes", "VmRSS:\t18014398509481984 kB\n", procmem.ErrBadField, "18014398509481984"},
