@@ -288,14 +288,26 @@ func (m *Manager) gcRemoveSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
+// hasSandboxContainer: a container of cs is in sandbox id (a runtime may
+// ignore the filter).
+func hasSandboxContainer(cs []*runtimeapi.Container, id string) bool {
+	for _, c := range cs {
+		if c != nil && c.GetPodSandboxId() == id {
+			return true
+		}
+	}
+	return false
+}
+
 // RemovePodContent removes one pod's dead containers (with their log
 // files) and its stopped sandboxes at once, as GarbageCollect does for a
 // pod whose content may be removed, without waiting for the next
 // collection. Call it only for such a pod: deleted and stopped, or evicted
 // (kubetypes.PodStateProvider's ShouldPodContentBeRemoved). A running
-// container, and a ready sandbox or one that still holds a container, are
-// left alone. It asks the runtime only for the pod's own objects (a label
-// selector on its UID). Errors are joined; a failure on one object does not
+// container, and a ready sandbox or one that still holds any container
+// (also one without the pod's labels), are left alone. It asks the runtime
+// only for the pod's own objects (a label selector on its UID, checked
+// again on what comes back) and for each stopped sandbox's containers. Errors are joined; a failure on one object does not
 // stop the others, and the next GarbageCollect retries what is left.
 //
 // The kubelet removes such a pod's dead containers when the relisting PLEG
@@ -314,20 +326,17 @@ func (m *Manager) RemovePodContent(ctx context.Context, uid types.UID) error {
 		return fmt.Errorf("runtime: remove content of pod %s: list containers: %w", uid, err)
 	}
 	var errs []error
-	inUse := make(map[string]bool)
 	for _, c := range containers {
-		if c == nil {
+		if c == nil || c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		if id, ok := identityFromLabels(c.GetLabels()); !ok || id.UID != uid || c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			inUse[c.GetPodSandboxId()] = true
-			continue
+		if id, ok := identityFromLabels(c.GetLabels()); !ok || id.UID != uid {
+			continue // a runtime that ignores the selector: not this pod's
 		}
 		gc := gcContainer{id: c.GetId(), name: containerName(c.GetLabels(), c.GetMetadata()), created: c.GetCreatedAt(),
 			unknown: c.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN}
 		if err := m.gcRemoveContainer(ctx, gc); err != nil {
 			errs = append(errs, err)
-			inUse[c.GetPodSandboxId()] = true
 		}
 	}
 	cctx, cancel = m.callCtx(ctx)
@@ -337,10 +346,23 @@ func (m *Manager) RemovePodContent(ctx context.Context, uid types.UID) error {
 		return errors.Join(append(errs, fmt.Errorf("runtime: remove content of pod %s: list sandboxes: %w", uid, err))...)
 	}
 	for _, sb := range sandboxes {
-		if sb == nil || sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || inUse[sb.GetId()] {
+		if sb == nil || sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
 			continue
 		}
 		if id, ok := identityFromLabels(sb.GetLabels()); !ok || id.UID != uid {
+			continue
+		}
+		// Any container still in it, whoever made it, keeps it (as in
+		// GarbageCollect): a running one, one that could not be removed,
+		// another agent's.
+		cctx, cancel := m.callCtx(ctx)
+		left, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{PodSandboxId: sb.GetId()})
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("runtime: remove content of pod %s: list containers of sandbox %s: %w", uid, sb.GetId(), err))
+			continue
+		}
+		if hasSandboxContainer(left, sb.GetId()) {
 			continue
 		}
 		if err := m.gcRemoveSandbox(ctx, sb.GetId()); err != nil {

@@ -1,6 +1,7 @@
 package kuberuntime_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"testing"
@@ -22,14 +23,34 @@ type removeEnv struct {
 	m   *kuberuntime.Manager
 }
 
-func newRemoveEnv(t *testing.T) *removeEnv {
+// unfiltered is a runtime that ignores list filters: it lists every
+// container and sandbox whatever the caller asks for.
+type unfiltered struct{ *fake.Runtime }
+
+func (u unfiltered) ListContainers(ctx context.Context, _ *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return u.Runtime.ListContainers(ctx, nil)
+}
+
+func (u unfiltered) ListPodSandbox(ctx context.Context, _ *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return u.Runtime.ListPodSandbox(ctx, nil)
+}
+
+func newRemoveEnv(t *testing.T) *removeEnv { return newRemoveEnvWith(t, false) }
+
+// newRemoveEnvWith builds the manager on the fake runtime, seen through
+// unfiltered when ignoreFilters.
+func newRemoveEnvWith(t *testing.T, ignoreFilters bool) *removeEnv {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
 	cri, err := fake.New(fake.Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := kuberuntime.New(kuberuntime.Config{Runtime: cri, Images: cri, Clock: clk, PodLogsRoot: t.TempDir()})
+	var rt kuberuntime.RuntimeService = cri
+	if ignoreFilters {
+		rt = unfiltered{cri}
+	}
+	m, err := kuberuntime.New(kuberuntime.Config{Runtime: rt, Images: cri, Clock: clk, PodLogsRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,5 +193,49 @@ func TestRemovePodContentFailure(t *testing.T) {
 	e.cri.InjectError("ListContainers", boom, 1)
 	if err := e.m.RemovePodContent(t.Context(), pod.UID); !errors.Is(err, boom) {
 		t.Fatalf("list failure: %v", err)
+	}
+}
+
+// A runtime that ignores the label selector still loses only the pod's
+// own objects, and a container of another agent (no pod labels) in the
+// pod's stopped sandbox keeps the sandbox, as in GarbageCollect.
+func TestRemovePodContentOnlyThePods(t *testing.T) {
+	for _, ignoreFilters := range []bool{false, true} {
+		e := newRemoveEnvWith(t, ignoreFilters)
+		gone, other := e.run("gone", "a"), e.run("other", "a")
+		e.kill(gone)
+		e.kill(other)
+		if err := e.m.RemovePodContent(t.Context(), gone.UID); err != nil {
+			t.Fatal(err)
+		}
+		if c, s := e.count(gone.UID); c != 0 || s != 0 {
+			t.Fatalf("ignoreFilters=%v: the pod kept %d containers, %d sandboxes", ignoreFilters, c, s)
+		}
+		if c, s := e.count(other.UID); c != 1 || s != 1 {
+			t.Fatalf("ignoreFilters=%v: the other stopped pod has %d containers, %d sandboxes left, want 1 and 1", ignoreFilters, c, s)
+		}
+	}
+
+	e := newRemoveEnv(t)
+	pod := e.run("p", "a")
+	sbs, err := e.cri.ListPodSandbox(t.Context(), &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{kuberuntime.LabelPodUID: "p"}})
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes: %v %v", sbs, err)
+	}
+	foreign, err := e.cri.CreateContainer(t.Context(), sbs[0].GetId(), &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "debug"}, Image: &runtimeapi.ImageSpec{Image: "busybox"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.kill(pod)
+	if err := e.m.RemovePodContent(t.Context(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if c, s := e.count(pod.UID); c != 0 || s != 1 {
+		t.Fatalf("with another agent's container in the sandbox: %d containers, %d sandboxes of the pod, want 0 and 1", c, s)
+	}
+	if _, err := e.cri.ContainerStatus(t.Context(), foreign, false); err != nil {
+		t.Fatalf("the other agent's container: %v", err)
 	}
 }

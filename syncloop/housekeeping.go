@@ -162,11 +162,16 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 	l.podsMu.Unlock()
 
 	// Their dead containers and sandboxes, now rather than at the next
-	// container GC (which retries what fails here).
-	if rc, ok := l.cfg.Runtime.(podContentRemover); ok {
+	// container GC (which retries what fails here). The first failure
+	// ends the round: a runtime that hangs holds the loop for one call's
+	// timeout, not one per pod.
+	if rc, ok := l.cfg.Runtime.(podContentRemover); ok && err == nil {
 		for _, uid := range gone {
-			if rerr := rc.RemovePodContent(ctx, uid); rerr != nil && ctx.Err() == nil {
-				l.log.Info("cannot remove the containers of a pod that is gone; the container GC will", zap.String("uid", string(uid)), zap.Error(rerr))
+			if rerr := rc.RemovePodContent(ctx, uid); rerr != nil {
+				if ctx.Err() == nil {
+					l.log.Info("cannot remove the containers of a pod that is gone; the container GC will", zap.String("uid", string(uid)), zap.Error(rerr))
+				}
+				break
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package syncloop
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -105,4 +106,65 @@ func TestDeletedPodContentRemovedWhenStopped(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// removingStub is ltStub with RemovePodContent: it records the UIDs asked
+// for and answers err.
+type removingStub struct {
+	*ltStub
+	err  error
+	uids []types.UID
+}
+
+func (s *removingStub) RemovePodContent(_ context.Context, uid types.UID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.uids = append(s.uids, uid)
+	return s.err
+}
+
+// Housekeeping removes the content of every pod it forgets; the first
+// failure ends the round (a hanging runtime holds the loop for one call,
+// not one per pod), and container GC, not the next round, retries.
+func TestHousekeepingRemovesGonePodsContent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"every gone pod", nil, 3},
+		{"the first failure ends the round", errors.New("runtime hangs"), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rm := &removingStub{err: tc.err}
+				l, _, _ := ltStubLoop(t, clock.RealClock{}, func(c *Config) {
+					rm.ltStub = c.Runtime.(*ltStub)
+					c.Runtime = rm
+				})
+				pods := []*v1.Pod{ltPod("1", "a", 0), ltPod("2", "b", 1), ltPod("3", "c", 2)}
+				l.HandlePodAdditions(pods)
+				synctest.Wait()
+				l.HandlePodRemoves(pods)
+				synctest.Wait()
+				for range 2 {
+					if err := l.HandlePodCleanups(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rm.mu.Lock()
+				got := append([]types.UID(nil), rm.uids...)
+				rm.mu.Unlock()
+				if len(got) != tc.want {
+					t.Fatalf("RemovePodContent called for %v, want %d calls", got, tc.want)
+				}
+				l.podsMu.Lock()
+				n := len(l.seen)
+				l.podsMu.Unlock()
+				if n != 0 {
+					t.Fatalf("the loop still has %d UIDs to forget", n)
+				}
+			})
+		})
+	}
 }
