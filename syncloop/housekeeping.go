@@ -167,6 +167,12 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 	// timeout, not one per pod.
 	if rc, ok := l.cfg.Runtime.(podContentRemover); ok && err == nil {
 		for _, uid := range gone {
+			// Asked again at the call: a pod added back since (an
+			// embedder calling HandlePodAdditions from another
+			// goroutine) keeps what it has.
+			if !l.workers.ShouldPodContentBeRemoved(uid) {
+				continue
+			}
 			if rerr := rc.RemovePodContent(ctx, uid); rerr != nil {
 				if ctx.Err() == nil {
 					l.log.Info("cannot remove the containers of a pod that is gone; the container GC will", zap.String("uid", string(uid)), zap.Error(rerr))

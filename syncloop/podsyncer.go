@@ -313,11 +313,12 @@ func (a *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *kube
 }
 
 // removePodContent removes the dead containers and sandboxes of a pod
-// whose content may go (deleted and stopped, or evicted) now rather than at
-// the next container GC. A failure is logged, not returned: the pod has
-// stopped, and the container GC removes what is left.
+// whose content may go (deleted and stopped, or evicted: by this agent, or
+// as its API status says, like the kubelet after a restart) now rather
+// than at the next container GC. A failure is logged, not returned: the
+// pod has stopped, and the container GC removes what is left.
 func (a *podSyncer) removePodContent(ctx context.Context, pod *v1.Pod) {
-	if a.removeContent == nil || a.removable == nil || !a.removable(pod.UID) {
+	if a.removeContent == nil || a.removable == nil || !(a.removable(pod.UID) || statusEvicted(pod)) {
 		return
 	}
 	var err error
@@ -327,4 +328,10 @@ func (a *podSyncer) removePodContent(ctx context.Context, pod *v1.Pod) {
 		a.log.Info("cannot remove the containers of a stopped pod; the container GC will",
 			zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("uid", string(pod.UID)), zap.Error(err))
 	}
+}
+
+// statusEvicted: the pod's status says it was evicted (phase Failed,
+// reason Evicted), as the eviction manager writes it.
+func statusEvicted(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodFailed && pod.Status.Reason == kubetypes.ReasonEvicted
 }

@@ -45,9 +45,10 @@ func TestDeletedPodContentRemovedWhenStopped(t *testing.T) {
 		completed.Spec.RestartPolicy = v1.RestartPolicyNever
 		running := ltPod("u-run", "running", 2)
 		removed := ltPod("u-rm", "removed", 3)
-		e.updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{deleted, completed, running, removed}, Source: "api"}
+		evicted := ltPod("u-ev", "evicted", 4)
+		e.updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{deleted, completed, running, removed, evicted}, Source: "api"}
 		ltAdvance(20 * time.Second)
-		for uid, phase := range map[types.UID]v1.PodPhase{"u-del": v1.PodRunning, "u-done": v1.PodFailed, "u-run": v1.PodRunning, "u-rm": v1.PodRunning} {
+		for uid, phase := range map[types.UID]v1.PodPhase{"u-del": v1.PodRunning, "u-done": v1.PodFailed, "u-run": v1.PodRunning, "u-rm": v1.PodRunning, "u-ev": v1.PodRunning} {
 			if st, ok := e.sink.Get(uid); !ok || st.Phase != phase {
 				t.Fatalf("%s: phase %v (%v), want %v", uid, st.Phase, ok, phase)
 			}
@@ -93,6 +94,19 @@ func TestDeletedPodContentRemovedWhenStopped(t *testing.T) {
 		}
 		if c, s := count("u-rm"); c != 0 || s != 0 {
 			t.Errorf("removed pod: %d containers, %d sandboxes left, want none", c, s)
+		}
+		// Evicted as its API status says (another agent run evicted it;
+		// the kubelet removes such a pod's dead containers too): an
+		// update with that status stops it and removes its content.
+		ev := evicted.DeepCopy()
+		ev.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: kubetypes.ReasonEvicted, Message: "The node was low on resource: memory."}
+		e.updates <- kubetypes.PodUpdate{Op: kubetypes.UPDATE, Pods: []*v1.Pod{ev}, Source: "api"}
+		ltAdvance(10 * time.Second)
+		if !e.loop.PodWorkers().ShouldPodBeFinished("u-ev") {
+			t.Fatal("the evicted pod is not finished")
+		}
+		if c, s := count("u-ev"); c != 0 || s != 0 {
+			t.Errorf("evicted pod: %d containers, %d sandboxes left, want none", c, s)
 		}
 		if c, s := count("u-done"); c != 1 || s != 1 {
 			t.Errorf("completed pod: %d containers, %d sandboxes, want 1 and 1 (kept for its logs)", c, s)
