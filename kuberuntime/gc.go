@@ -307,8 +307,9 @@ func hasSandboxContainer(cs []*runtimeapi.Container, id string) bool {
 // container, and a ready sandbox or one that still holds any container
 // (also one without the pod's labels), are left alone. It asks the runtime
 // only for the pod's own objects (a label selector on its UID, checked
-// again on what comes back) and for each stopped sandbox's containers. Errors are joined; a failure on one object does not
-// stop the others, and the next GarbageCollect retries what is left.
+// again on what comes back) and for each stopped sandbox's containers.
+// Errors are joined; a failure on one object does not stop the others,
+// and the next GarbageCollect retries what is left.
 //
 // The kubelet removes such a pod's dead containers when the relisting PLEG
 // reports them dead after the pod worker has stopped (its pod container
