@@ -64,6 +64,9 @@ var (
 	ErrInvalidLogOptions = logs.ErrInvalidOptions
 	// ErrInvalidConfig: a Config field is missing or bad.
 	ErrInvalidConfig = errors.New("runtime: invalid config")
+	// ErrInvalidArgument: a method was called with a bad argument (the
+	// error names it).
+	ErrInvalidArgument = errors.New("runtime: invalid argument")
 )
 
 // Waiting reasons recorded per container (see Manager.Reason); the same

@@ -41,14 +41,21 @@
 //     against the known pods of its source (of all sources for SourceAll)
 //     into the above;
 //   - a PLEG event: every type but ContainerRemoved syncs the pod if known;
+//     a container's death also asks the dead container deletor, without
+//     waiting (a request is dropped when 50 wait), to remove the pod's
+//     older exited instances of that container (keeping
+//     GCPolicy.MaxPerPodContainer, at least the newest one, which the next
+//     restart count is read from), or all of its exited containers when its
+//     content may be removed, when the runtime can (RemoveDeadContainers);
 //   - the sync tick (SyncPeriod, 1s): pods whose resync is due on the
 //     pod workers' queue, and pods past their activeDeadlineSeconds;
 //   - the housekeeping tick (HousekeepingPeriod, 2s): HandlePodCleanups,
 //     once every source is ready (see there).
 //
 // A closed Updates channel ends the loop. Run runs Iterate until then, with
-// the pod workers, the status manager and the runtime health checks
-// (every RuntimeHealthPeriod, 5s) in their own goroutines, and joins them.
+// the pod workers, the status manager, the runtime health checks
+// (every RuntimeHealthPeriod, 5s) and the dead container deletor in their
+// own goroutines, and joins them.
 // The HandlePod* methods, PodsToSync, HandlePodCleanups and
 // UpdateRuntimeHealth are the synchronous steps; they may be called
 // directly (tests, embedders with their own loop).

@@ -211,7 +211,9 @@ type Config struct {
 	// pod held. An error is retried like any failed termination step.
 	PodTerminated []func(ctx context.Context, pod *v1.Pod) error
 
-	// GCPolicy is passed to Runtime.GarbageCollect.
+	// GCPolicy is passed to Runtime.GarbageCollect. Its
+	// MaxPerPodContainer (at least 1) is also how many exited instances of
+	// a container the dead container deletor keeps (see HandleEvent).
 	GCPolicy kubetypes.GCPolicy
 
 	// Periods; zero means the default, negative is an error.
@@ -261,6 +263,10 @@ type Loop struct {
 	sink      podstatus.Sink
 	podSyncer *podSyncer
 	admit     []AdmitHandler
+
+	// deletor removes dead containers on ContainerDied events; nil when
+	// the runtime cannot (see deletor.go).
+	deletor *containerDeletor
 
 	// podsMu guards pods (the desired pods by UID: the pod manager).
 	podsMu sync.RWMutex
@@ -450,6 +456,7 @@ func New(cfg Config) (*Loop, error) {
 	if r, ok := cfg.Runtime.(podContentRemover); ok {
 		l.podSyncer.removeContent, l.podSyncer.removable = r.RemovePodContent, pw.ShouldPodContentBeRemoved
 	}
+	l.deletor = newContainerDeletor(cfg.Runtime, cfg.GCPolicy, log)
 	l.admit = append([]AdmitHandler{
 		&resourceFitAdmitter{allocatable: cfg.NodeAllocatable},
 		hostPortAdmitter{},
@@ -559,6 +566,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	start("status", l.status.Run)
 	if l.cfg.RuntimeStatus != nil {
 		start("health", l.runHealth)
+	}
+	if l.deletor != nil {
+		start("deletor", l.deletor.run)
 	}
 	for l.Iterate(ctx) {
 	}
@@ -728,18 +738,24 @@ func (l *Loop) HandleProbeResult(u ProbeUpdate) {
 }
 
 // HandleEvent syncs the pod of a PLEG event if the agent knows it. Removal
-// events are ignored (the pod was synced when the container died).
+// events are ignored (the pod was synced when the container died). A
+// container's death, of a known pod or not, also has the pod's older dead
+// containers removed when the runtime can (see removeDeadContainers; Run
+// serves those requests).
 func (l *Loop) HandleEvent(e *kubetypes.PodLifecycleEvent) {
 	if e == nil || e.Type == kubetypes.ContainerRemoved {
 		return
 	}
 	l.metrics.plegEvent(e.Type)
 	pod, ok := l.Pod(e.ID)
-	if !ok {
+	if ok {
+		l.HandlePodSyncs([]*v1.Pod{pod})
+	} else {
 		l.log.Debug("PLEG event for an unknown pod", zap.String("uid", string(e.ID)), zap.String("type", string(e.Type)))
-		return
 	}
-	l.HandlePodSyncs([]*v1.Pod{pod})
+	if e.Type == kubetypes.ContainerDied {
+		l.removeDeadContainers(e, pod)
+	}
 }
 
 // PodsToSync returns the known pods whose resync is due on the pod workers'
