@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -268,6 +269,11 @@ func TestLoadStateBadFile(t *testing.T) {
 		}, "endTime 1960-01-01T00:00:00Z is before 1970"},
 		{"directory", func(t *testing.T, dir string) {
 			if err := os.Mkdir(filepath.Join(dir, StateFileName), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+		{"fifo", func(t *testing.T, dir string) { // must not block the read
+			if err := syscall.Mkfifo(filepath.Join(dir, StateFileName), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}, "not a regular file"},
