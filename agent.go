@@ -40,6 +40,8 @@ type Agent struct {
 	// they are about.
 	recorder kubetypes.EventRecorder
 	node     string
+	// rootDir is WithRootDir's.
+	rootDir string
 
 	cri       CRI
 	remote    *remote.Client

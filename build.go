@@ -114,7 +114,7 @@ func (b *Builder) Build() (*Agent, error) {
 	if bd.log == nil {
 		bd.log = defaultLogger()
 	}
-	bd.a = &Agent{clock: bd.clk, log: bd.log.Named("nodekit"), done: make(chan struct{})}
+	bd.a = &Agent{clock: bd.clk, log: bd.log.Named("nodekit"), rootDir: b.rootDir, done: make(chan struct{})}
 	bd.buildRecorder()
 
 	bd.checkSettings()

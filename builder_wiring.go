@@ -125,6 +125,10 @@ func AdmitWith(admit func(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, messa
 // NodeName returns the node's name (WithNodeName).
 func (a *Agent) NodeName() string { return a.node }
 
+// RootDir returns the agent's state directory (WithRootDir), where parts
+// keep their files as the kubelet does in its root directory.
+func (a *Agent) RootDir() string { return a.rootDir }
+
 // RuntimeEndpoint returns WithRuntimeEndpoint's endpoint ("" with another
 // runtime).
 func (a *Agent) RuntimeEndpoint() string { return a.endpoint }

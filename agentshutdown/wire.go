@@ -22,7 +22,9 @@ type Config struct {
 	// GracePeriodCriticalPods, or GracePeriodByPodPriority) and optionally
 	// WaitForUnmount (the *volumemgr.Manager given to WithVolumeManager),
 	// Registerer and Logger. Wire fills ActivePods, KillPod, OnChange,
-	// NodeName, Recorder and Clock from the agent (those set are kept).
+	// NodeName, Recorder and Clock from the agent (those set are kept),
+	// and, with a Registerer, StateDir with the agent's root directory
+	// (as the kubelet keeps its state file when its metrics are on).
 	Shutdown nodeshutdown.Config
 	// Watchers start the shutdown when the machine says so: each is made
 	// from the built Manager and runs with the agent (a watcher that
@@ -126,6 +128,9 @@ func ManagerConfig(a *nodekit.Agent, cfg nodeshutdown.Config) nodeshutdown.Confi
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = a.Clock()
+	}
+	if cfg.StateDir == "" && cfg.Registerer != nil {
+		cfg.StateDir = a.RootDir()
 	}
 	return cfg
 }

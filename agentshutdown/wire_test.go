@@ -1,11 +1,15 @@
 package agentshutdown_test
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,4 +157,74 @@ func TestWireBadConfig(t *testing.T) {
 	if !errors.Is(err, nodeshutdown.ErrInvalidConfig) {
 		t.Fatalf("Build: %v, want ErrInvalidConfig", err)
 	}
+}
+
+// With a Registerer, the state file is kept in the agent's root directory
+// (as the kubelet's, in its root directory when its metrics are on): the
+// shutdown writes it, and the gauges show it. Without one no file is kept,
+// and a StateDir given is kept.
+func TestWireStateFileInRootDir(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		b := nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime("busybox:1")
+		sd := agentshutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{GracePeriod: 30 * time.Second, Registerer: reg}})
+		h := nodekittest.Start(t, b)
+		root := h.Agent().RootDir()
+		if root == "" {
+			t.Fatal("the agent has no root directory")
+		}
+		h.Advance(10 * time.Second)
+		start := time.Now() //nodekit:allow clock virtual time of the synctest bubble
+		if err := sd.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(root, nodeshutdown.StateFileName))
+		if err != nil {
+			t.Fatalf("state file: %v", err)
+		}
+		var s nodeshutdown.State
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatalf("state file %q: %v", raw, err)
+		}
+		if !s.StartTime.Equal(start) || !s.EndTime.Equal(start) {
+			t.Errorf("state file %+v, want start and end at %v (no pods to kill)", s, start)
+		}
+		for _, name := range []string{"kubelet_graceful_shutdown_start_time_seconds", "kubelet_graceful_shutdown_end_time_seconds"} {
+			if got := gatherGauge(t, reg, name); got != float64(start.Unix()) {
+				t.Errorf("%s = %v, want %v", name, got, float64(start.Unix()))
+			}
+		}
+	})
+	dir := t.TempDir()
+	agent, err := nodekit.NewBuilder().WithNodeName("node1").WithFakeRuntime().WithRootDir(dir).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  nodeshutdown.Config
+		want string
+	}{
+		{nodeshutdown.Config{Registerer: prometheus.NewRegistry()}, dir},
+		{nodeshutdown.Config{}, ""},
+		{nodeshutdown.Config{Registerer: prometheus.NewRegistry(), StateDir: "/elsewhere"}, "/elsewhere"},
+	} {
+		if got := agentshutdown.ManagerConfig(agent, tc.cfg).StateDir; got != tc.want {
+			t.Errorf("ManagerConfig(%+v).StateDir = %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}
+
+func gatherGauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("%s not registered", name)
+	return 0
 }

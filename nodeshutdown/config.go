@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +95,13 @@ type Config struct {
 	NodeName string
 	// Recorder records the NodeShutdown events; nil records none.
 	Recorder kubetypes.EventRecorder
+	// StateDir, when set (an absolute path), is the directory of the
+	// state file, StateFileName (the kubelet keeps it in its root
+	// directory): the shutdown's start time is stored there when it
+	// starts, and both times when it ends, atomically; LoadState (Run)
+	// sets the gauges from it, so that after a reboot they tell when the
+	// last shutdown began and ended. Empty keeps no file.
+	StateDir string
 	// Registerer, if set, gets the kubelet's graceful shutdown gauges:
 	// kubelet_graceful_shutdown_start_time_seconds and
 	// kubelet_graceful_shutdown_end_time_seconds (Unix time).
@@ -165,6 +174,9 @@ func (c *Config) validate() ([]PriorityGracePeriod, error) {
 	}
 	if c.KillPod == nil {
 		errs = append(errs, fmt.Errorf("%w: KillPod is required", ErrInvalidConfig))
+	}
+	if c.StateDir != "" && (!filepath.IsAbs(c.StateDir) || strings.ContainsRune(c.StateDir, 0)) {
+		errs = append(errs, fmt.Errorf("%w: StateDir %q must be an absolute path", ErrInvalidConfig, c.StateDir))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -57,4 +57,25 @@
 // cancelled. Metrics (Config.Registerer):
 // kubelet_graceful_shutdown_start_time_seconds and
 // kubelet_graceful_shutdown_end_time_seconds.
+//
+// # The state file
+//
+// With Config.StateDir (agentshutdown sets the agent's root directory when
+// there is a Registerer, as the kubelet keeps it in its root directory
+// when its metrics are on), the kubelet's state file
+// StateDir/graceful_node_shutdown_state holds the last shutdown's times,
+// in the kubelet's JSON ({"startTime": ..., "endTime": ...}, RFC 3339, in
+// UTC): the start time when a shutdown starts (end
+// 0001-01-01T00:00:00Z), both when it ends, each time written atomically
+// (temporary file, fsync, rename, directory fsync) with the Config's
+// clock. A failed write is logged and the shutdown goes on. Run first
+// loads the file (LoadState) and sets the gauges from it, so that after a
+// reboot they tell when the last shutdown began and ended; an end of 0
+// says it did not finish (the agent stopped or the power went first). No
+// file is no error. A file that is truncated or garbled, larger than 4
+// KiB, not a regular file, or whose times make no sense (before 1970, an
+// end without a start or before it) is rejected whole rather than half
+// believed: the error, naming the file and the fault, is logged, the
+// gauges stay 0 and the next shutdown overwrites the file. A time in the
+// future is accepted (an appliance may boot with its clock behind).
 package nodeshutdown

@@ -3,10 +3,14 @@ package nodeshutdown_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/nodeshutdown"
 )
@@ -44,4 +48,64 @@ func Example() {
 	// kill web with 20s: Failed Terminated, DisruptionTarget
 	// kill dns with 10s: Failed Terminated, DisruptionTarget
 	// admit: false NodeShutdown ready: node is shutting down
+}
+
+// The state file carries the last shutdown's times across a reboot: the
+// next manager on the same directory (Run calls LoadState) shows them in
+// its gauges, as a kubelet does.
+func ExampleManager_LoadState() {
+	dir, err := os.MkdirTemp("", "nodeshutdown")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	clk := testingclock.NewFakeClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	cfg := nodeshutdown.Config{
+		GracePeriod: 30 * time.Second,
+		ActivePods:  func() []*v1.Pod { return []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web"}}} },
+		KillPod: func(context.Context, *v1.Pod, int64, func(*v1.PodStatus)) error {
+			clk.Step(12 * time.Second) // the pod takes 12s to stop
+			return nil
+		},
+		StateDir:   dir, // the agent's root directory (agentshutdown does this)
+		Registerer: prometheus.NewRegistry(),
+		Clock:      clk,
+	}
+	m, err := nodeshutdown.New(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := m.Shutdown(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(dir, nodeshutdown.StateFileName))
+	fmt.Println(string(b), err)
+
+	// After the reboot.
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	m, err = nodeshutdown.New(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := m.LoadState(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, mf := range mfs {
+		fmt.Printf("%s %.0f\n", mf.GetName(), mf.GetMetric()[0].GetGauge().GetValue())
+	}
+	// Output:
+	// {"startTime":"2026-03-01T10:00:00Z","endTime":"2026-03-01T10:00:12Z"} <nil>
+	// kubelet_graceful_shutdown_end_time_seconds 1772359212
+	// kubelet_graceful_shutdown_start_time_seconds 1772359200
 }

@@ -34,6 +34,9 @@ type Manager struct {
 	// finished is closed once a shutdown has gone through every group.
 	finished     chan struct{}
 	finishedOnce sync.Once
+	// recorded: a shutdown has set the gauges, which LoadState then
+	// leaves alone.
+	recorded bool
 
 	requests chan struct{}
 
@@ -134,13 +137,18 @@ func (m *Manager) Request() {
 	}
 }
 
-// Run starts a shutdown for each Request until ctx ends, and returns nil
+// Run loads the state file (LoadState; a bad one is logged, not fatal),
+// then starts a shutdown for each Request until ctx ends, and returns nil
 // then (a shutdown in progress is cut short: its kills stop being waited
 // for, the pod workers still carry them out). It follows the lifecycle
 // contract.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := m.once.Start(); err != nil {
 		return err
+	}
+	if _, err := m.LoadState(); err != nil {
+		m.log.Error("graceful shutdown state not loaded: the shutdown gauges stay 0, the next shutdown rewrites the file",
+			zap.String("file", m.statePath()), zap.Error(err))
 	}
 	for {
 		select {
@@ -185,6 +193,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	first := !m.shuttingDown
 	m.shuttingDown = true
+	m.recorded = true
 	running := make(chan struct{})
 	m.running = running
 	m.mu.Unlock()
@@ -206,14 +215,17 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		m.startTime.Set(float64(start.Unix()))
 		m.endTime.Set(0)
 	}
+	m.storeState(State{StartTime: start})
 	m.log.Info("node shutting down: killing the pods", zap.Duration("period", m.PeriodRequested()))
 	err := m.killPods(ctx)
 	if err != nil {
 		return err
 	}
+	end := m.cfg.Clock.Now()
 	if m.endTime != nil {
-		m.endTime.Set(float64(m.cfg.Clock.Now().Unix()))
+		m.endTime.Set(float64(end.Unix()))
 	}
+	m.storeState(State{StartTime: start, EndTime: end})
 	m.log.Info("node shutdown: every group done", zap.Duration("took", m.cfg.Clock.Since(start)))
 	m.mu.Lock()
 	m.completed = m.shuttingDown

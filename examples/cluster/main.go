@@ -287,7 +287,7 @@ func run(ctx context.Context, o options, client kubernetes.Interface, out io.Wri
 	if o.logind {
 		watchers = append(watchers, systemd.Watcher(systemd.Config{Logger: log}))
 	}
-	sd, err := o.shutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{Logger: log, GracePeriodByPodPriority: o.shutdownByPriority}, Watchers: watchers})
+	sd, err := o.shutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{Logger: log, Registerer: reg, GracePeriodByPodPriority: o.shutdownByPriority}, Watchers: watchers})
 	if err != nil {
 		return err
 	}

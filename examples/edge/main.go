@@ -290,7 +290,7 @@ func build(o options, client kubernetes.Interface, log *zap.Logger) (*edge, erro
 		watchers = append(watchers, systemd.Watcher(systemd.Config{Logger: log}))
 	}
 	if e.shutdown, err = o.shutdown.Wire(b, agentshutdown.Config{
-		Shutdown: nodeshutdown.Config{Logger: log, WaitForUnmount: vm.WaitForUnmount}, Watchers: watchers,
+		Shutdown: nodeshutdown.Config{Logger: log, Registerer: reg, WaitForUnmount: vm.WaitForUnmount}, Watchers: watchers,
 	}); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/kuberuntime"
+	"github.com/nodekit/nodekit/nodeshutdown"
 )
 
 func TestRestConfig(t *testing.T) {
@@ -223,5 +225,38 @@ func TestRebootOffline(t *testing.T) {
 	stop2()
 	if data, err := os.ReadFile(filepath.Join(state, "checkpoints/podconfig-api.json")); err != nil || strings.Contains(string(data), `"web"`) {
 		t.Errorf("stored pod set still has the deleted pod (%v)", err)
+	}
+}
+
+// With --shutdown-grace-period the graceful shutdown keeps the kubelet's
+// state file in the state dir, so that the shutdown gauges survive a
+// reboot.
+func TestShutdownStateFile(t *testing.T) {
+	state := t.TempDir()
+	o := options{nodeName: "n1", stateDir: state, images: "busybox", replayAfter: 500 * time.Millisecond, statusEvery: time.Second}
+	o.shutdown.GracePeriod = 10 * time.Second
+	e, err := build(o, newAPIServer(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.agent.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	if err := e.shutdown.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(state, nodeshutdown.StateFileName))
+	if err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	var s nodeshutdown.State
+	if err := json.Unmarshal(raw, &s); err != nil || s.StartTime.IsZero() || s.EndTime.Before(s.StartTime) {
+		t.Errorf("state file %s (%v), want a start and an end after it", raw, err)
 	}
 }

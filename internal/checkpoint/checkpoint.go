@@ -283,6 +283,30 @@ func WriteFS(fsys FS, dir, name string, data []byte) error {
 	if len(data) > MaxSize {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
 	}
+	return writeFile(fsys, dir, name, Encode(data))
+}
+
+// WritePlain stores data as dir/name atomically on the real file system,
+// without the checkpoint header; see WritePlainFS.
+func WritePlain(dir, name string, data []byte) error { return WritePlainFS(OS{}, dir, name, data) }
+
+// WritePlainFS is WriteFS for a file whose format is not nodekit's: data
+// is stored as it is, with no header and so no checksum (a file another
+// program reads too, such as the kubelet's graceful_node_shutdown_state),
+// through the same steps (temporary file, sync, rename, directory sync).
+// The reader must check what it reads.
+func WritePlainFS(fsys FS, dir, name string, data []byte) error {
+	if err := checkArgs(dir, name); err != nil {
+		return err
+	}
+	if len(data) > MaxSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
+	}
+	return writeFile(fsys, dir, name, data)
+}
+
+// writeFile does WriteFS's steps with the bytes to store.
+func writeFile(fsys FS, dir, name string, b []byte) error {
 	if err := fsys.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("checkpoint: create directory: %w", err)
 	}
@@ -297,7 +321,7 @@ func WriteFS(fsys FS, dir, name string, data []byte) error {
 			_ = fsys.Remove(tmp)
 		}
 	}()
-	if err := writeAll(f, Encode(data)); err != nil {
+	if err := writeAll(f, b); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("checkpoint: write %s: %w", name, err)
 	}

@@ -388,3 +388,37 @@ func TestOSCreateTempRawFile(t *testing.T) {
 		t.Fatalf("SyncDir of a missing dir: %v", err)
 	}
 }
+
+// WritePlain stores the bytes as they are (no header), replaces the old
+// file atomically and leaves nothing else behind; a failing step leaves
+// the old file.
+func TestWritePlain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sub") // created by WritePlain
+	for _, data := range [][]byte{[]byte(`{"a":1}`), []byte(`{"a":22}` + "\n")} {
+		if err := WritePlain(dir, "plain", data); err != nil {
+			t.Fatalf("WritePlain: %v", err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "plain"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("file holds %q, want %q", got, data)
+		}
+	}
+	if got := listDir(t, dir); len(got) != 1 || got[0] != "plain" {
+		t.Fatalf("directory holds %v, want only [plain]", got)
+	}
+	if err := WritePlainFS(faultFS{fail: stepRename}, dir, "plain", []byte("new")); !errors.Is(err, errInjected) {
+		t.Fatalf("WritePlainFS with the rename failing: %v, want the injected fault", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "plain")); string(got) != `{"a":22}`+"\n" {
+		t.Errorf("after a failed write the file holds %q, want the old bytes", got)
+	}
+	if err := WritePlain(dir, "../x", nil); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("WritePlain ../x: %v, want ErrInvalidName", err)
+	}
+	if err := WritePlain(dir, "big", make([]byte, MaxSize+1)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("WritePlain of MaxSize+1 bytes: %v, want ErrTooLarge", err)
+	}
+}

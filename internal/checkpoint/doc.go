@@ -16,6 +16,9 @@
 //		log.Warn("corrupt checkpoint set aside", zap.String("path", moved))
 //	}
 //
+// WritePlain writes the same way without the header, for a file in
+// another program's format (the reader then checks what it reads).
+//
 // The file system calls go through the small FS interface; OS is the real
 // one, and tests substitute a failing one to simulate a crash at each step.
 package checkpoint
