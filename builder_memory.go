@@ -15,14 +15,15 @@ import (
 const idleReleaseMinInterval = time.Minute
 
 // idleReleaseSettle is how long the node must have been idle before the
-// release: pods that churn empty the node for a moment between batches,
-// and a release there would be undone at once.
-const idleReleaseSettle = 5 * time.Second
+// release (two rounds of housekeeping at its default period): pods that
+// churn empty the node for a moment between batches, and a release there
+// would be undone at once.
+const idleReleaseSettle = 2 * time.Second
 
 // WithIdleMemoryRelease sets whether the agent returns the process's freed
 // memory to the OS (runtime/debug.FreeOSMemory) once the node is idle: no
-// pod left and the runtime empty (the pods' dead containers removed) for a
-// few seconds. Without it an agent that ran many pods keeps its freed heap
+// pod left and the runtime empty (the pods' dead containers removed) for
+// two seconds. Without it an agent that ran many pods keeps its freed heap
 // for minutes, as any Go program does (the runtime gives memory back
 // slowly, and only down to about its heap goal), so that its idle RSS stays
 // well above what it was before its first pod. The call runs a garbage
