@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -31,9 +32,9 @@ import (
 //   - every ContainerGCPeriod, has the runtime garbage-collect dead
 //     containers and sandboxes;
 //   - refreshes the running pods and containers gauges;
-//   - calls Config.Idle when the node has become idle: no pod desired or
-//     known to the pod workers, and none in the runtime (a listing that
-//     failed counts as not idle).
+//   - calls Config.Idle when the node is idle: no pod desired or known to
+//     the pod workers, and none in the runtime (a listing that failed
+//     counts as not idle).
 //
 // Errors of the steps are joined; a failed step does not stop the others.
 func (l *Loop) HandlePodCleanups(ctx context.Context) error {
@@ -189,14 +190,19 @@ func (l *Loop) HandlePodCleanups(ctx context.Context) error {
 		}
 	}
 
-	// The node idle: once per transition (the runtime's listing is from
-	// before this round's container GC, so the round after the GC that
-	// removed the last dead container is the one that sees it).
-	idle := err == nil && len(allPods) == 0 && len(working) == 0 && len(runtimePods) == 0
-	if idle && !l.idle && l.cfg.Idle != nil {
-		l.cfg.Idle()
+	// The node idle: each round, with when this idle stretch began (the
+	// runtime's listing is from before this round's container GC, so the
+	// round after the GC that removed the last dead container is the
+	// first to see it).
+	switch idle := err == nil && len(allPods) == 0 && len(working) == 0 && len(runtimePods) == 0; {
+	case !idle:
+		l.idleSince = time.Time{}
+	case l.idleSince.IsZero():
+		l.idleSince = start
 	}
-	l.idle = idle
+	if !l.idleSince.IsZero() && l.cfg.Idle != nil {
+		l.cfg.Idle(l.idleSince)
+	}
 
 	// Container garbage collection.
 	if l.lastGC.IsZero() || l.clock.Since(l.lastGC) >= l.cfg.ContainerGCPeriod {

@@ -228,14 +228,17 @@ type Config struct {
 	// A test that must be exact returns a constant.
 	Rand func() float64
 
-	// Idle, if set, is called by housekeeping when the node becomes idle:
-	// no pod is desired or known to the pod workers and the runtime holds
-	// no sandbox or container (container GC has removed the last dead
-	// ones). It is called once per such transition, from the housekeeping
-	// goroutine, and must not block for long. The Builder can return the
-	// process's freed memory to the OS there (see
-	// nodekit.Builder.WithIdleMemoryRelease).
-	Idle func()
+	// Idle, if set, is called by every housekeeping round that finds the
+	// node idle: no pod is desired or known to the pod workers and the
+	// runtime holds no sandbox or container (container GC has removed the
+	// last dead ones). since is when the first round of this idle stretch
+	// ran (the loop's clock); it changes only after a round that found the
+	// node busy, so the hook can act once per stretch, and later in the
+	// stretch than its first round if it must wait (a rate limit). It is
+	// called from the housekeeping goroutine and must not block for long.
+	// The Builder can return the process's freed memory to the OS there
+	// (see nodekit.Builder.WithIdleMemoryRelease).
+	Idle func(since time.Time)
 
 	// Recorder records the loop's events: admission rejections (the
 	// handler's reason, Warning), FailedMount, ContainerGCFailed, and the
@@ -279,11 +282,11 @@ type Loop struct {
 	noContainers map[types.UID]struct{}
 
 	// houseMu serialises housekeeping and guards lastGC, knownPods and
-	// idle.
+	// idleSince.
 	houseMu   sync.Mutex
 	lastGC    time.Time
-	knownPods bool // the pod workers were told the pods at least once
-	idle      bool // the last housekeeping found the node idle (Config.Idle)
+	knownPods bool      // the pod workers were told the pods at least once
+	idleSince time.Time // the first round of this idle stretch; zero: busy (Config.Idle)
 
 	health healthState
 
