@@ -76,6 +76,8 @@
 // KiB, not a regular file, or whose times make no sense (before 1970, an
 // end without a start or before it) is rejected whole rather than half
 // believed: the error, naming the file and the fault, is logged, the
-// gauges stay 0 and the next shutdown overwrites the file. A time in the
-// future is accepted (an appliance may boot with its clock behind).
+// gauges stay 0, and the file (or the directory, FIFO or link in its
+// place) is set aside as graceful_node_shutdown_state.corrupt, so that the
+// next shutdown writes a new one. A time in the future is accepted (an
+// appliance may boot with its clock behind).
 package nodeshutdown

@@ -147,7 +147,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		return err
 	}
 	if _, err := m.LoadState(); err != nil {
-		m.log.Error("graceful shutdown state not loaded: the shutdown gauges stay 0, the next shutdown rewrites the file",
+		m.log.Error("graceful shutdown state not loaded: the shutdown gauges stay 0 until the next shutdown",
 			zap.String("file", m.statePath()), zap.Error(err))
 	}
 	for {

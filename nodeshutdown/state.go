@@ -51,14 +51,24 @@ func (m *Manager) statePath() string {
 // be read, or does not hold the kubelet's JSON with sensible times (a
 // truncated or garbled file, a time before 1970, an end without a start
 // or before it), is an error naming the file and what is wrong (wrapping
-// ErrStateCorrupt when the content is bad); the gauges then stay at 0,
-// and the next shutdown overwrites the file.
+// ErrStateCorrupt when the content is bad); the gauges then stay at 0.
+// A corrupt file, or anything else in its place (a directory, a FIFO, a
+// symbolic link), is set aside as StateFileName.corrupt (or .corrupt.N),
+// so that the next shutdown can write the file; the error says where it
+// went, or why it could not be moved.
 func (m *Manager) LoadState() (State, error) {
 	path := m.statePath()
 	if path == "" {
 		return State{}, nil
 	}
 	s, err := readState(path)
+	if errors.Is(err, ErrStateCorrupt) {
+		if dst, serr := checkpoint.SetAside(m.cfg.StateDir, StateFileName); serr != nil {
+			err = fmt.Errorf("%w (not set aside: %w)", err, serr)
+		} else {
+			err = fmt.Errorf("%w (set aside as %s)", err, dst)
+		}
+	}
 	if err != nil {
 		return State{}, err
 	}

@@ -239,7 +239,9 @@ func TestLoadStateMissing(t *testing.T) {
 	}
 }
 
-// A bad file is an error naming the file and the fault; the gauges stay 0.
+// A bad file is an error naming the file and the fault; the gauges stay 0,
+// and the file, or whatever is in its place, is set aside as .corrupt so
+// that the next write succeeds.
 func TestLoadStateBadFile(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -299,6 +301,18 @@ func TestLoadStateBadFile(t *testing.T) {
 				t.Errorf("LoadState = %+v, want zero", s)
 			}
 			st.checkGauges(t, 0, 0)
+			// Set aside, whatever it is, so that the next write succeeds.
+			aside := st.path() + ".corrupt"
+			if !strings.Contains(err.Error(), "set aside as "+aside) {
+				t.Errorf("LoadState: %q, want it to say the file went to %s", err, aside)
+			}
+			if _, err := os.Lstat(aside); err != nil {
+				t.Errorf("set-aside copy: %v", err)
+			}
+			st.m.storeState(State{StartTime: t0})
+			if got, _ := readStateFile(t, st.path()); !got.StartTime.Equal(t0) {
+				t.Errorf("state file after the next write = %+v, want start %v", got, t0)
+			}
 		})
 	}
 }
