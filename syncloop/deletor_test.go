@@ -293,7 +293,8 @@ func TestDeadContainerRequests(t *testing.T) {
 			{ID: "u-run", Type: kubetypes.ContainerStarted, Data: "c2"},
 			{ID: "u-run", Type: kubetypes.PodSync},
 			{ID: "u-ev", Type: kubetypes.ContainerDied, Data: "c3"},
-			{ID: "u-gone", Type: kubetypes.ContainerDied, Data: "c4"}, // before the pods were synced
+			// Before the pods were synced:
+			{ID: "u-gone", Type: kubetypes.ContainerDied, Data: "c4"},
 		} {
 			events <- e
 			synctest.Wait()

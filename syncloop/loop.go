@@ -743,8 +743,10 @@ func (l *Loop) HandleProbeResult(u ProbeUpdate) {
 // HandleEvent syncs the pod of a PLEG event if the agent knows it. Removal
 // events are ignored (the pod was synced when the container died). A
 // container's death, of a known pod or not, also has the pod's older dead
-// containers removed when the runtime can (see removeDeadContainers; Run
-// serves those requests).
+// containers removed when the runtime can (see removeDeadContainers). Run
+// serves those requests; without Run, up to 50 wait and later ones are
+// dropped (each drop logged), which costs nothing but the log line:
+// container GC removes what they would have.
 func (l *Loop) HandleEvent(e *kubetypes.PodLifecycleEvent) {
 	if e == nil || e.Type == kubetypes.ContainerRemoved {
 		return
