@@ -2,6 +2,7 @@ package syncloop
 
 import (
 	"context"
+	"sync"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,37 @@ type containerDeletor struct {
 	keep     int // instances kept per name of a pod that may still run
 	requests chan deleteRequest
 	log      *zap.Logger
+
+	// queued holds the requests in the channel, so that one asked again
+	// before it is served is not queued twice: removing a pod's N dead
+	// containers sends N ContainerDied events with an evented PLEG, each
+	// asking for the same "all of the pod's" removal.
+	mu     sync.Mutex
+	queued map[deleteRequest]struct{}
+}
+
+// enqueue queues r without waiting: false when the queue is full. A
+// request already queued counts as queued.
+func (d *containerDeletor) enqueue(r deleteRequest) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.queued[r]; ok {
+		return true
+	}
+	select {
+	case d.requests <- r:
+		d.queued[r] = struct{}{}
+		return true
+	default:
+		return false
+	}
+}
+
+// take marks r, just received, as no longer queued.
+func (d *containerDeletor) take(r deleteRequest) {
+	d.mu.Lock()
+	delete(d.queued, r)
+	d.mu.Unlock()
 }
 
 // newContainerDeletor returns the deletor of rt, or nil when rt cannot
@@ -58,6 +90,7 @@ func newContainerDeletor(rt RuntimeManager, policy kubetypes.GCPolicy, log *zap.
 		keep:     max(policy.MaxPerPodContainer, 1),
 		requests: make(chan deleteRequest, deletorQueue),
 		log:      log,
+		queued:   make(map[deleteRequest]struct{}),
 	}
 }
 
@@ -69,6 +102,7 @@ func (d *containerDeletor) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case r := <-d.requests:
+			d.take(r)
 			if err := d.remove(ctx, r.uid, r.containerID, r.keep); err != nil && ctx.Err() == nil {
 				d.log.Info("cannot remove dead containers; the container GC will",
 					zap.String("uid", string(r.uid)), zap.String("container", r.containerID), zap.Error(err))
@@ -84,8 +118,9 @@ func (d *containerDeletor) run(ctx context.Context) error {
 // content may be removed (deleted and stopped, evicted, or unknown once
 // the pods were synced: the pod workers' ShouldPodContentBeRemoved) or
 // its API status says it was evicted. pod is the known pod, or nil. A
-// sandbox's death asks for nothing. When the deletor's queue is full the
-// request is dropped (and logged), as the kubelet does.
+// sandbox's death asks for nothing. A request already waiting is not
+// queued again. When the deletor's queue is full the request is dropped
+// (and logged), as the kubelet does.
 func (l *Loop) removeDeadContainers(e *kubetypes.PodLifecycleEvent, pod *v1.Pod) {
 	id, ok := e.Data.(string)
 	if l.deletor == nil || e.Sandbox || !ok || id == "" {
@@ -95,9 +130,7 @@ func (l *Loop) removeDeadContainers(e *kubetypes.PodLifecycleEvent, pod *v1.Pod)
 	if l.workers.ShouldPodContentBeRemoved(e.ID) || (pod != nil && statusEvicted(pod)) {
 		r.containerID, r.keep = "", 0
 	}
-	select {
-	case l.deletor.requests <- r:
-	default:
+	if !l.deletor.enqueue(r) {
 		l.log.Info("dead container removal dropped: the deletor is busy; the container GC will remove them",
 			zap.String("uid", string(e.ID)), zap.String("container", id))
 	}

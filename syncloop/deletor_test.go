@@ -318,3 +318,50 @@ func TestDeadContainerRequests(t *testing.T) {
 		}
 	})
 }
+
+// A request that is already waiting is not queued again: removing a gone
+// pod's dead containers brings one ContainerDied event per container with
+// an evented PLEG, each asking for the same removal of all of them. Once
+// served, the same request can be queued again.
+func TestDeletorQueuesARequestOnce(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zapcore.InfoLevel)
+		l, _, rm, updates, events := dlStubLoop(t, core, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		updates <- kubetypes.PodUpdate{Op: kubetypes.ADD, Pods: []*v1.Pod{ltPod("u-run", "run", 0)}, Source: "api"}
+		synctest.Wait()
+		ltAdvance(3 * time.Second) // housekeeping: the pods are synced, unknown ones may go
+
+		died := func(uid types.UID, i int) *kubetypes.PodLifecycleEvent {
+			return &kubetypes.PodLifecycleEvent{ID: uid, Type: kubetypes.ContainerDied, Data: fmt.Sprintf("c%d", i)}
+		}
+		events <- died("u-block", 0) // served, and blocked until release
+		synctest.Wait()
+		for i := range 5 {
+			events <- died("u-gone", i)
+			events <- died("u-other", i)
+		}
+		synctest.Wait()
+		if n := len(l.deletor.requests); n != 2 {
+			t.Errorf("%d requests queued, want 2 (one per pod)", n)
+		}
+		close(rm.release)
+		synctest.Wait()
+		events <- died("u-gone", 9)
+		synctest.Wait()
+		want := []deleteRequest{{uid: "u-block"}, {uid: "u-gone"}, {uid: "u-other"}, {uid: "u-gone"}}
+		if got := rm.requests(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("requests served %+v, want %+v", got, want)
+		}
+		if n := logs.FilterMessageSnippet("dead container removal dropped").Len(); n != 0 {
+			t.Errorf("%d drops logged, want none", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
