@@ -47,20 +47,13 @@ func (m *Manager) RemoveDeadContainers(ctx context.Context, uid types.UID, conta
 	if keep < 0 {
 		return fmt.Errorf("%w: remove dead containers of pod %s: keep (%d) is negative", ErrInvalidArgument, uid, keep)
 	}
-	sel := map[string]string{LabelPodUID: string(uid)}
-	cctx, cancel := m.callCtx(ctx)
-	containers, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
-	cancel()
+	containers, err := m.listPodContainers(ctx, uid)
 	if err != nil {
 		return fmt.Errorf("runtime: remove dead containers of pod %s: list containers: %w", uid, err)
 	}
-	ofPod := func(c *runtimeapi.Container) bool {
-		id, ok := identityFromLabels(c.GetLabels())
-		return c != nil && ok && id.UID == uid
-	}
 	only, filtered := "", containerID != ""
 	if filtered {
-		i := slices.IndexFunc(containers, func(c *runtimeapi.Container) bool { return c.GetId() == containerID && ofPod(c) })
+		i := slices.IndexFunc(containers, func(c *runtimeapi.Container) bool { return c.GetId() == containerID })
 		if i < 0 {
 			return nil // gone already, or not this pod's
 		}
@@ -68,7 +61,7 @@ func (m *Manager) RemoveDeadContainers(ctx context.Context, uid types.UID, conta
 	}
 	byName := make(map[string][]deadInstance)
 	for _, c := range containers {
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED || !ofPod(c) {
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
 			continue
 		}
 		name := containerName(c.GetLabels(), c.GetMetadata())

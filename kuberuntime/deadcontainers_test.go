@@ -31,20 +31,8 @@ type deadEnv struct {
 
 func newDeadEnv(t *testing.T, ignoreFilters bool) *deadEnv {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
-	cri, err := fake.New(fake.Config{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rt kuberuntime.RuntimeService = cri
-	if ignoreFilters {
-		rt = unfiltered{cri}
-	}
-	m, err := kuberuntime.New(kuberuntime.Config{Runtime: rt, Images: cri, Clock: clk, PodLogsRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &deadEnv{t: t, clk: clk, cri: cri, m: m}
+	r := newRemoveEnvWith(t, ignoreFilters)
+	return &deadEnv{t: t, clk: r.clk, cri: r.cri, m: r.m}
 }
 
 func deadPod(uid string, names ...string) *v1.Pod {

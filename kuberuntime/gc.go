@@ -288,6 +288,22 @@ func (m *Manager) gcRemoveSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
+// listPodContainers lists the containers of pod uid, as the removals need
+// them: a label selector on its UID, and on what comes back (a runtime may
+// ignore the selector) only those whose labels name the pod.
+func (m *Manager) listPodContainers(ctx context.Context, uid types.UID) ([]*runtimeapi.Container, error) {
+	cctx, cancel := m.callCtx(ctx)
+	cs, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(cs, func(c *runtimeapi.Container) bool {
+		id, ok := identityFromLabels(c.GetLabels())
+		return c == nil || !ok || id.UID != uid
+	}), nil
+}
+
 // hasSandboxContainer: a container of cs is in sandbox id (a runtime may
 // ignore the filter).
 func hasSandboxContainer(cs []*runtimeapi.Container, id string) bool {
@@ -319,20 +335,14 @@ func hasSandboxContainer(cs []*runtimeapi.Container, id string) bool {
 // that minute: on a churning node, a minute of them is most of what the
 // runtime and the agent hold.
 func (m *Manager) RemovePodContent(ctx context.Context, uid types.UID) error {
-	sel := map[string]string{LabelPodUID: string(uid)}
-	cctx, cancel := m.callCtx(ctx)
-	containers, err := m.cfg.Runtime.ListContainers(cctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
-	cancel()
+	containers, err := m.listPodContainers(ctx, uid)
 	if err != nil {
 		return fmt.Errorf("runtime: remove content of pod %s: list containers: %w", uid, err)
 	}
 	var errs []error
 	for _, c := range containers {
-		if c == nil || c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
-		}
-		if id, ok := identityFromLabels(c.GetLabels()); !ok || id.UID != uid {
-			continue // a runtime that ignores the selector: not this pod's
 		}
 		gc := gcContainer{id: c.GetId(), name: containerName(c.GetLabels(), c.GetMetadata()), created: c.GetCreatedAt(),
 			unknown: c.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN}
@@ -340,8 +350,8 @@ func (m *Manager) RemovePodContent(ctx context.Context, uid types.UID) error {
 			errs = append(errs, err)
 		}
 	}
-	cctx, cancel = m.callCtx(ctx)
-	sandboxes, err := m.cfg.Runtime.ListPodSandbox(cctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	cctx, cancel := m.callCtx(ctx)
+	sandboxes, err := m.cfg.Runtime.ListPodSandbox(cctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
 	cancel()
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("runtime: remove content of pod %s: list sandboxes: %w", uid, err))...)

@@ -19,6 +19,7 @@ import (
 
 type removeEnv struct {
 	t   *testing.T
+	clk *clocktesting.FakeClock
 	cri *fake.Runtime
 	m   *kuberuntime.Manager
 }
@@ -54,7 +55,7 @@ func newRemoveEnvWith(t *testing.T, ignoreFilters bool) *removeEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &removeEnv{t: t, cri: cri, m: m}
+	return &removeEnv{t: t, clk: clk, cri: cri, m: m}
 }
 
 // run starts a pod with the named containers and returns it.
