@@ -643,6 +643,25 @@ func TestGetContainerEvents(t *testing.T) {
 			t.Errorf("event %v", ev)
 		}
 	})
+	t.Run("the runtime ends it for the caller's deadline", func(t *testing.T) {
+		// The runtime's copy of the deadline (a relative timeout, rounded
+		// down) can run out a moment before ctx does: that is the
+		// caller's own deadline, a clean end. One far away is a failure.
+		for _, tc := range []struct {
+			timeout time.Duration
+			clean   bool
+		}{{500 * time.Millisecond, true}, {time.Hour, false}} {
+			srv := newTestServer()
+			srv.eventsErr = status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+			c := newClient(t, remote.Config{Endpoint: serveCRI(t, srv)})
+			ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+			err := c.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse), nil)
+			cancel()
+			if clean := err == nil; clean != tc.clean {
+				t.Errorf("deadline in %v: got %v, want a clean end %v", tc.timeout, err, tc.clean)
+			}
+		}
+	})
 	t.Run("unimplemented", func(t *testing.T) {
 		// A runtime that registers the v1 service but lacks the method, as containerd 1.6.
 		type bare struct {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -348,7 +350,7 @@ func (c *Client) GetContainerEvents(ctx context.Context, containerEventsCh chan 
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || c.endedByDeadline(ctx, err) {
 				return nil
 			}
 			if errors.Is(err, io.EOF) {
@@ -362,6 +364,15 @@ func (c *Client) GetContainerEvents(ctx context.Context, containerEventsCh chan 
 			return nil
 		}
 	}
+}
+
+// endedByDeadline: err is the runtime ending a stream for ctx's own
+// deadline a moment before ctx itself ends. The runtime gets the deadline
+// as a relative timeout, rounded down, so its copy can run out a few
+// microseconds first; that is the caller's deadline, not a failure.
+func (c *Client) endedByDeadline(ctx context.Context, err error) bool {
+	d, ok := ctx.Deadline()
+	return ok && status.Code(err) == codes.DeadlineExceeded && !c.clock.Now().Before(d.Add(-time.Second))
 }
 
 // ContainerStats returns one container's stats. Deadline: ListTimeout.
