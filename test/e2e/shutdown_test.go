@@ -113,7 +113,7 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 
 	var admin kubernetes.Interface
 	manifests := t.TempDir()
-	local := &podStatuses{st: map[string]v1.PodStatus{}}
+	local := newStatusSink()
 	// runtimeName is the pod's name on the node (a static pod's has the
 	// node's name appended).
 	runtimeName := func(n string) string {

@@ -182,10 +182,7 @@ func TestVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithRootDir(root).
+	agent, err := e.builder(root, "").
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
 		WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 			return &chanSource{out: out, sets: sets}, nil
@@ -199,9 +196,7 @@ func TestVolumes(t *testing.T) {
 	}
 	mgr.SetPodSource(agent.Loop(), agent.Loop().PodWorkers(), agent.PodConfig().SeenAllSources)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go agent.Run(ctx)
+	stop := runAgent(t, agent, 30*time.Second)
 	sets <- []*v1.Pod{volumePod(e.busybox)}
 
 	var pod *v1.Pod
@@ -258,15 +253,7 @@ func TestVolumes(t *testing.T) {
 		return err == nil && len(points) == 0 && os.IsNotExist(serr) && len(mgr.GetVolumesInUse()) == 0,
 			fmt.Sprintf("mounts %v (%v), shared dir: %v, in use %v", points, err, serr, mgr.GetVolumesInUse())
 	})
-	cancel()
-	select {
-	case <-agent.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the agent did not stop within 30s")
-	}
-	if err := agent.Err(); err != nil {
-		t.Fatalf("agent: %v", err)
-	}
+	stop()
 }
 
 // containerIDs lists the running containers of the test's pod "vols" by
@@ -304,7 +291,7 @@ func TestVolumesAfterRestart(t *testing.T) {
 	podDir := filepath.Join(podsDir, volumePodUID)
 	shared := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "shared")
 
-	start := func(pods []*v1.Pod) (*volumemgr.Manager, *nodekit.Agent, context.CancelFunc) {
+	start := func(pods []*v1.Pod) (*volumemgr.Manager, func()) {
 		t.Helper()
 		mounter := &volumemgr.SystemMounter{}
 		mgr, err := volumemgr.New(volumemgr.Config{
@@ -319,10 +306,7 @@ func TestVolumesAfterRestart(t *testing.T) {
 		}
 		sets := make(chan []*v1.Pod, 1)
 		sets <- pods
-		agent, err := nodekit.NewBuilder().
-			WithNodeName(nodeName).
-			WithRuntimeEndpoint(e.endpoint).
-			WithRootDir(root).
+		agent, err := e.builder(root, "").
 			WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
 			WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 				return &chanSource{out: out, sets: sets}, nil
@@ -334,39 +318,25 @@ func TestVolumesAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		mgr.SetPodSource(agent.Loop(), agent.Loop().PodWorkers(), agent.PodConfig().SeenAllSources)
-		ctx, cancel := context.WithCancel(context.Background())
-		go agent.Run(ctx)
-		return mgr, agent, cancel
-	}
-	stop := func(agent *nodekit.Agent, cancel context.CancelFunc) {
-		t.Helper()
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Fatal("the agent did not stop within 30s")
-		}
-		if err := agent.Err(); err != nil {
-			t.Fatalf("agent: %v", err)
-		}
+		return mgr, runAgent(t, agent, 30*time.Second)
 	}
 
-	_, agent, cancel := start([]*v1.Pod{volumePod(e.busybox)})
+	_, stop := start([]*v1.Pod{volumePod(e.busybox)})
 	waitFor(t, 60*time.Second, "the subPath file written by the pod", func() (bool, string) {
 		_, err := os.Stat(filepath.Join(shared, "reader", "data", "hello"))
 		return err == nil, fmt.Sprint(err)
 	})
-	stop(agent, cancel)
+	stop()
 	if points, _ := volumemgr.MountPointsUnder(podDir); len(points) == 0 {
 		t.Fatal("no subPath bind mount left by the first agent: the test would prove nothing")
 	}
 
-	mgr, agent, cancel := start(nil)
+	mgr, stop := start(nil)
 	waitFor(t, 60*time.Second, "the reconstructed volumes torn down", func() (bool, string) {
 		points, err := volumemgr.MountPointsUnder(podDir)
 		_, serr := os.Stat(shared)
 		return err == nil && len(points) == 0 && os.IsNotExist(serr) && len(mgr.GetVolumesInUse()) == 0,
 			fmt.Sprintf("mounts %v (%v), shared dir: %v, in use %v", points, err, serr, mgr.GetVolumesInUse())
 	})
-	stop(agent, cancel)
+	stop()
 }
