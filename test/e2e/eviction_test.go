@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,28 +25,6 @@ import (
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kubetypes"
 )
-
-// apiSource sends the pod sets it receives as the API server source, so
-// the pods are not static (static pods are never evicted).
-type apiSource struct {
-	out  chan<- kubetypes.PodUpdate
-	sets <-chan []*v1.Pod
-}
-
-func (s *apiSource) Run(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case pods := <-s.sets:
-			select {
-			case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods, Source: kubetypes.SourceAPI}:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
-}
 
 // vmstatOOMKills is the kernel's count of OOM kills since boot.
 func vmstatOOMKills(t *testing.T) uint64 {
@@ -163,7 +140,7 @@ func TestEvictionMemoryPressure(t *testing.T) {
 	b := e.builder(root, "").
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))).
 		WithStatusSink(statuses).
-		WithPodSource(kubetypes.SourceAPI, apiSourceOf(sets)).
+		WithPodSource(kubetypes.SourceAPI, podSets(kubetypes.SourceAPI, sets)).
 		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: time.Second}, nodekit.EvictionOptions{Built: &built, MemcgNotifier: true})
 	agent, err := cmwire.ContainerManager(b, mgr).Build()
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
@@ -126,11 +129,34 @@ func (s *statusSink) running() int {
 	return n
 }
 
-// apiSourceOf is a pod source for WithPodSource(kubetypes.SourceAPI, ...)
-// that sends each pod set received on sets as the API server's.
-func apiSourceOf(sets <-chan []*v1.Pod) func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
+// podSets is a pod source for WithPodSource(source, ...) that sends each
+// pod set it receives on sets as the complete set (SET) of that source.
+// The pods of kubetypes.SourceAPI are not static pods, which are never
+// evicted.
+func podSets(source string, sets <-chan []*v1.Pod) func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
 	return func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
-		return &apiSource{out: out, sets: sets}, nil
+		return &setSource{out: out, sets: sets, source: source}, nil
+	}
+}
+
+type setSource struct {
+	out    chan<- kubetypes.PodUpdate
+	sets   <-chan []*v1.Pod
+	source string
+}
+
+func (s *setSource) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case pods := <-s.sets:
+			select {
+			case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods, Source: s.source}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
 	}
 }
 
@@ -181,39 +207,87 @@ func (e *env) cgroupManager(t *testing.T, prefix string, cfg containermgr.Config
 }
 
 // apiEnv is what the tests against a real kube-apiserver need, from the
-// env hack/kube-apiserver.sh writes: the node's name and a client with the
-// node's credential and one with the admin's.
+// env files hack/kube-apiserver.sh and hack/containerd.sh write: the
+// node's name, the node's and the admin's kubeconfig files and clients,
+// and containerd.
 type apiEnv struct {
-	name            string
-	nodeKC, adminKC string
-	node, admin     kubernetes.Interface
+	name, endpoint, busybox string
+	nodeKC, adminKC         string
+	node, admin             kubernetes.Interface
+	cri                     *remote.Client
 }
 
-// apiServerEnv skips the test unless NODEKIT_APISERVER_URL is set.
-func apiServerEnv(t *testing.T) *apiEnv {
+// newAPIClients skips the test unless NODEKIT_APISERVER_URL is set, and
+// makes the clients; it leaves containerd alone (endpoint, busybox and
+// cri unset).
+func newAPIClients(t *testing.T) *apiEnv {
 	t.Helper()
 	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
 		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
 	}
-	a := &apiEnv{
-		name:    os.Getenv("NODEKIT_NODE_NAME"),
-		nodeKC:  os.Getenv("NODEKIT_NODE_KUBECONFIG"),
-		adminKC: os.Getenv("NODEKIT_ADMIN_KUBECONFIG"),
-	}
-	if a.name == "" || a.nodeKC == "" || a.adminKC == "" {
+	e := &apiEnv{name: os.Getenv("NODEKIT_NODE_NAME"),
+		nodeKC: os.Getenv("NODEKIT_NODE_KUBECONFIG"), adminKC: os.Getenv("NODEKIT_ADMIN_KUBECONFIG")}
+	if e.name == "" || e.nodeKC == "" || e.adminKC == "" {
 		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
 	}
-	a.node = nsClient(t, a.nodeKC)
-	a.admin = nsClient(t, a.adminKC)
-	return a
+	e.node, e.admin = nsClient(t, e.nodeKC), nsClient(t, e.adminKC)
+	return e
+}
+
+// newAPIEnv is newAPIClients and a connection to containerd.
+func newAPIEnv(t *testing.T) *apiEnv {
+	t.Helper()
+	e := newAPIClients(t)
+	e.endpoint = os.Getenv("NODEKIT_CRI_ENDPOINT")
+	if e.endpoint == "" {
+		t.Fatal("NODEKIT_CRI_ENDPOINT is not set: start containerd with `NODEKIT_CONTAINERD_DIR=/tmp/nkc bash hack/containerd.sh start` and load its env with `set -a; . /tmp/nkc/env; set +a`")
+	}
+	e.busybox = getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
+	cri, err := remote.New(remote.Config{Endpoint: e.endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cri.Connect(t.Context()); err != nil {
+		t.Fatalf("containerd at %s: %v", e.endpoint, err)
+	}
+	t.Cleanup(func() { cri.Close(context.Background()) })
+	e.cri = cri
+	return e
+}
+
+// removePods deletes the named API pods and the sandboxes named name or
+// name-* (a static pod's sandbox has the node's name appended), now
+// (leftovers of an interrupted run) and when the test ends; it waits until
+// the API server has none of the pods.
+func (e *apiEnv) removePods(t *testing.T, names ...string) {
+	t.Helper()
+	clean := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, n := range names {
+			_ = e.admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		}
+		removeSandboxes(t, e.cri, func(m *runtimeapi.PodSandboxMetadata) bool {
+			n := m.GetName()
+			return slices.Contains(names, n) || slices.ContainsFunc(names, func(p string) bool { return strings.HasPrefix(n, p+"-") })
+		})
+	}
+	clean()
+	t.Cleanup(clean)
+	for _, n := range names {
+		nsPoll(t, 60*time.Second, "leftover pod "+n+" gone", func() (bool, string) {
+			_, err := e.admin.CoreV1().Pods("default").Get(t.Context(), n, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+	}
 }
 
 // waitNodeReady polls until the node's Ready condition is True (with
 // reason, unless it is "").
-func (a *apiEnv) waitNodeReady(t *testing.T, timeout time.Duration, what, reason string) {
+func waitNodeReady(t *testing.T, admin kubernetes.Interface, name string, timeout time.Duration, what, reason string) {
 	t.Helper()
 	nsPoll(t, timeout, what, func() (bool, string) {
-		n, err := a.admin.CoreV1().Nodes().Get(t.Context(), a.name, metav1.GetOptions{})
+		n, err := admin.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -226,48 +300,46 @@ func (a *apiEnv) waitNodeReady(t *testing.T, timeout time.Duration, what, reason
 	})
 }
 
-// removePods deletes the named pods in namespace default at once (no grace
-// period) and stops and removes their sandboxes in containerd; what fails
-// is logged. For cleanups, and for leftovers of an interrupted run.
-func (a *apiEnv) removePods(t *testing.T, cri *remote.Client, names ...string) {
+// boundPod is an API pod in namespace default bound to node, on the host's
+// network with the host's DNS, without a service account token, with the
+// grace period and the restart policy given ("" for the default).
+func boundPod(name, node string, grace int64, policy v1.RestartPolicy, cs ...v1.Container) *v1.Pod {
+	no := false
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1.PodSpec{
+			NodeName: node, HostNetwork: true, DNSPolicy: v1.DNSDefault, RestartPolicy: policy,
+			AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
+			Containers: cs,
+		},
+	}
+}
+
+// sleeper is a container that sleeps until SIGTERM, which it obeys at once.
+func sleeper(name, image string) v1.Container {
+	return v1.Container{
+		Name: name, Image: image, ImagePullPolicy: v1.PullNever,
+		Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
+	}
+}
+
+// removeSandboxes stops and removes every sandbox in containerd whose
+// metadata ours accepts; what fails is logged (it is for cleanups).
+func removeSandboxes(t *testing.T, cri *remote.Client, ours func(*runtimeapi.PodSandboxMetadata) bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, n := range names {
-		_ = a.admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-	}
 	sbs, err := cri.ListPodSandbox(ctx, nil)
 	if err != nil {
 		t.Logf("cleanup: ListPodSandbox: %v", err)
 		return
 	}
 	for _, sb := range sbs {
-		n := sb.GetMetadata().GetName()
-		ours := false
-		for _, want := range names {
-			ours = ours || n == want
-		}
-		if !ours {
+		if !ours(sb.GetMetadata()) {
 			continue
 		}
-		if err := cri.StopPodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: StopPodSandbox %s: %v", sb.Id, err)
-		}
+		stopErr := cri.StopPodSandbox(ctx, sb.Id)
 		if err := cri.RemovePodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: RemovePodSandbox %s: %v", sb.Id, err)
+			t.Logf("cleanup: sandbox %s: stop: %v; remove: %v", sb.Id, stopErr, err)
 		}
-	}
-}
-
-// deleteLeftoverPods deletes the named pods (no grace period) and waits
-// until the API server has none of them.
-func (a *apiEnv) deleteLeftoverPods(t *testing.T, timeout time.Duration, names ...string) {
-	t.Helper()
-	ctx := t.Context()
-	for _, n := range names {
-		_ = a.admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		nsPoll(t, timeout, "leftover pod "+n+" gone", func() (bool, string) {
-			_, err := a.admin.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
 	}
 }

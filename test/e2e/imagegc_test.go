@@ -123,7 +123,7 @@ func TestImageGCKeepsPauseImage(t *testing.T) {
 	agent, err := e.builder(t.TempDir(), "").
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))).
 		WithStatusSink(statuses).
-		WithPodSource(kubetypes.SourceAPI, apiSourceOf(sets)).
+		WithPodSource(kubetypes.SourceAPI, podSets(kubetypes.SourceAPI, sets)).
 		WithEvictionOptions(eviction.Config{Stats: noStats{}}, nodekit.EvictionOptions{
 			Built: &built,
 			ImageGC: imagegc.Config{

@@ -77,7 +77,7 @@ func TestEvictionLocalStorage(t *testing.T) {
 	b := e.builder(root, "").
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))).
 		WithStatusSink(statuses).
-		WithPodSource(kubetypes.SourceAPI, apiSourceOf(sets)).
+		WithPodSource(kubetypes.SourceAPI, podSets(kubetypes.SourceAPI, sets)).
 		WithVolumeManager(vm).
 		WithEvictionOptions(eviction.Config{Interval: time.Second}, nodekit.EvictionOptions{DiskUsagePeriod: time.Second})
 	agent, err := cmwire.ContainerManager(b, cm).Build()
