@@ -73,7 +73,8 @@
 // reboot they tell when the last shutdown began and ended; an end of 0
 // says it did not finish (the agent stopped or the power went first). No
 // file is no error. A file that is truncated or garbled, larger than 4
-// KiB, not a regular file, or whose times make no sense (before 1970, an
+// KiB (refused from its size, never read: no more than 4 KiB and a byte
+// is read), not a regular file, or whose times make no sense (before 1970, an
 // end without a start or before it) is rejected whole rather than half
 // believed: the error, naming the file and the fault, is logged, the
 // gauges stay 0, and the file (or the directory, FIFO or link in its

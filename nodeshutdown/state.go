@@ -90,8 +90,10 @@ func (m *Manager) LoadState() (State, error) {
 // zero State.
 func readState(path string) (State, error) {
 	// checkpoint's read opens without following a symbolic link and
-	// refuses anything but a regular file, so a FIFO cannot block it.
-	b, err := checkpoint.OS{}.ReadFile(path)
+	// refuses anything but a regular file, so a FIFO cannot block it; a
+	// file over maxStateSize is refused from its size, and no more than
+	// maxStateSize+1 bytes are read, so a hostile large file is not read.
+	b, err := checkpoint.OS{}.ReadFileMax(path, maxStateSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return State{}, nil

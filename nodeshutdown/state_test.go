@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/checkpoint"
 )
 
 const (
@@ -256,7 +260,7 @@ func TestLoadStateBadFile(t *testing.T) {
 		{"not RFC 3339", func(t *testing.T, dir string) { writeStateFile(t, dir, `{"startTime":"yesterday"}`) }, "not the state's JSON"},
 		{"too large", func(t *testing.T, dir string) {
 			writeStateFile(t, dir, `{"startTime":"2026-02-03T03:05:06Z","x":"`+strings.Repeat("a", maxStateSize)+`"}`)
-		}, "more than 4096"},
+		}, "has 4139 bytes, limit 4096"},
 		{"end before start", func(t *testing.T, dir string) {
 			writeStateFile(t, dir, `{"startTime":"2026-02-03T03:05:06Z","endTime":"2026-02-03T03:05:05Z"}`)
 		}, "endTime 2026-02-03T03:05:05Z is before startTime 2026-02-03T03:05:06Z"},
@@ -315,6 +319,38 @@ func TestLoadStateBadFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A hostile state file far larger than maxStateSize, though within the
+// checkpoint reader's own limit, is refused from its size without being
+// read: an error naming the file, its size and the limit, the file set
+// aside, and far less allocated than the file holds.
+func TestLoadStateHugeFileNotRead(t *testing.T) {
+	st := newStateTest(t, t.TempDir())
+	writeStateFile(t, st.dir, `{"startTime":"2026-02-03T03:05:06Z","x":"`)
+	const size = checkpoint.MaxSize // 10 MiB: what checkpoint.OS.ReadFile would read
+	if err := os.Truncate(st.path(), size); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := st.m.LoadState()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrStateCorrupt) {
+		t.Fatalf("LoadState: %v, want ErrStateCorrupt", err)
+	}
+	want := fmt.Sprintf("%s has %d bytes, limit %d", StateFileName, size, maxStateSize)
+	if !strings.Contains(err.Error(), st.path()) || !strings.Contains(err.Error(), want) {
+		t.Errorf("LoadState: %q, want the file %s and %q", err, st.path(), want)
+	}
+	if !strings.Contains(err.Error(), "set aside as "+st.path()+".corrupt") {
+		t.Errorf("LoadState: %q, want the file set aside", err)
+	}
+	// Reading the file whole would allocate at least its 10 MiB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("LoadState allocated %d bytes for a %d-byte file, want it not read (< 1 MiB)", got, size)
+	}
+	st.checkGauges(t, 0, 0)
 }
 
 func writeStateFileAt(t *testing.T, path, content string) {

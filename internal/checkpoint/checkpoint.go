@@ -144,7 +144,15 @@ func fsyncFD(fd int) error {
 // open), checks on the descriptor that it is a regular file of at most
 // MaxSize plus the header, and reads at most that much from it: a name
 // swapped between a check and the open cannot deliver another file.
-func (OS) ReadFile(path string) ([]byte, error) {
+func (o OS) ReadFile(path string) ([]byte, error) { return o.ReadFileMax(path, MaxSize+headerLen) }
+
+// ReadFileMax is ReadFile with a size limit of limit bytes in place of
+// MaxSize plus the header, for a plain file (see WritePlain) whose
+// format is smaller: a file larger than limit is ErrTooLarge (naming the
+// file, its size and the limit) from its size on the descriptor, before
+// any byte is read, and at most limit+1 bytes are ever read, so a file
+// that grows after the check is refused too.
+func (OS) ReadFileMax(path string, limit int64) ([]byte, error) {
 	fd, err := openNoFollow(path)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
@@ -161,16 +169,15 @@ func (OS) ReadFile(path string) ([]byte, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorrupt, filepath.Base(path))
 	}
-	const limit = MaxSize + headerLen
 	if st.Size > limit {
-		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, filepath.Base(path), st.Size, int64(limit))
+		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, filepath.Base(path), st.Size, limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
-	if len(b) > limit {
-		return nil, fmt.Errorf("%w: %s grew beyond %d bytes while read", ErrTooLarge, filepath.Base(path), int64(limit))
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: %s grew beyond %d bytes while read", ErrTooLarge, filepath.Base(path), limit)
 	}
 	return b, nil
 }
