@@ -68,7 +68,7 @@
 // UTC): the start time when a shutdown starts (end
 // 0001-01-01T00:00:00Z), both when it ends, each time written atomically
 // (temporary file, fsync, rename, directory fsync) with the Config's
-// clock. A failed write is logged and the shutdown goes on. Run first
+// clock, with the kubelet's mode 0644. A failed write is logged and the shutdown goes on. Run first
 // loads the file (LoadState) and sets the gauges from it, so that after a
 // reboot they tell when the last shutdown began and ended; an end of 0
 // says it did not finish (the agent stopped or the power went first). No

@@ -18,6 +18,10 @@ import (
 // kubelet's, which keeps it in its root directory.
 const StateFileName = "graceful_node_shutdown_state"
 
+// stateFileMode is the state file's mode: the kubelet's, which any user
+// may read (it holds two times).
+const stateFileMode = 0o644
+
 // maxStateSize bounds the state file read back: the kubelet's is about
 // 80 bytes.
 const maxStateSize = 4096
@@ -151,7 +155,7 @@ func (m *Manager) storeState(s State) {
 	s.StartTime, s.EndTime = s.StartTime.UTC(), s.EndTime.UTC()
 	b, err := json.Marshal(s)
 	if err == nil {
-		err = checkpoint.WritePlain(m.cfg.StateDir, StateFileName, b)
+		err = checkpoint.WritePlain(m.cfg.StateDir, StateFileName, b, stateFileMode)
 	}
 	if err != nil {
 		m.log.Error("graceful shutdown state not stored: after a restart the shutdown gauges will not show this shutdown",

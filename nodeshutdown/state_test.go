@@ -137,14 +137,20 @@ func writeStateFile(t *testing.T, dir, content string) {
 }
 
 // The file holds the start time (end zero) while the pods are killed, both
-// times once the shutdown is done, in the kubelet's JSON; the directory
-// holds nothing else.
+// times once the shutdown is done, in the kubelet's JSON, with the
+// kubelet's mode 0644 each time; the directory holds nothing else.
 func TestStateFileWrittenAtStartAndEnd(t *testing.T) {
 	st := newStateTest(t, t.TempDir())
 	// The kill runs on its own goroutine: no t.Fatal there.
 	var duringRaw []byte
 	var readErr error
-	st.onKill = func() { duringRaw, readErr = os.ReadFile(st.path()) }
+	var duringMode os.FileMode
+	st.onKill = func() {
+		duringRaw, readErr = os.ReadFile(st.path())
+		if fi, err := os.Lstat(st.path()); err == nil {
+			duringMode = fi.Mode()
+		}
+	}
 	if err := st.m.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +175,15 @@ func TestStateFileWrittenAtStartAndEnd(t *testing.T) {
 		t.Errorf("file after the shutdown = %+v, want start %v, end %v", after, t0, t0.Add(killTook))
 	}
 	st.checkGauges(t, float64(t0.Unix()), float64(t0.Add(killTook).Unix()))
+	fi, err := os.Lstat(st.path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for when, mode := range map[string]os.FileMode{"during": duringMode, "after": fi.Mode()} {
+		if mode != 0o644 {
+			t.Errorf("file mode %s the shutdown = %v, want -rw-r--r-- (the kubelet's 0644)", when, mode)
+		}
+	}
 	ents, err := os.ReadDir(st.dir)
 	if err != nil {
 		t.Fatal(err)
