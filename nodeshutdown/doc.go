@@ -81,4 +81,18 @@
 // place) is set aside as graceful_node_shutdown_state.corrupt, so that the
 // next shutdown writes a new one. A time in the future is accepted (an
 // appliance may boot with its clock behind).
+//
+// # A shutdown cut short
+//
+// The kubelet records the end time whenever its shutdown returns, and it
+// returns only once every group is done (each pod stopped or its budget
+// spent); the kubelet stopped in the middle records nothing more. A
+// nodekit shutdown can also end early: Run's ctx ends (the embedding
+// program stops the agent) or Shutdown's ctx does, during a grace period.
+// Such a shutdown records no end time either: the end gauge stays 0 and
+// the state file keeps only the start, so that after a reboot an end of 0
+// still means "the last graceful shutdown did not complete" (the pods
+// were not all stopped, nor their budgets spent), which an end time at
+// the cut would hide. The cut is logged (Info, with how long the
+// shutdown ran). A later Shutdown starts again, with a new start time.
 package nodeshutdown

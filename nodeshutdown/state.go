@@ -29,8 +29,9 @@ const maxStateSize = 4096
 // State is what the state file holds, in the kubelet's format
 // ({"startTime": ..., "endTime": ...}, RFC 3339 times): when the last
 // graceful shutdown started and when it ended. A zero EndTime means the
-// shutdown did not finish (the agent stopped or the power went first); a
-// zero State, that no shutdown was recorded.
+// shutdown did not finish (the agent stopped, Shutdown's ctx ended, or
+// the power went first: see "The state file" in the package
+// documentation); a zero State, that no shutdown was recorded.
 type State struct {
 	StartTime time.Time `json:"startTime"`
 	EndTime   time.Time `json:"endTime"`

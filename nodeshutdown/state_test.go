@@ -40,7 +40,9 @@ type stateTest struct {
 	logs *observer.ObservedLogs
 	// onKill runs inside the pod's kill, before the clock moves.
 	onKill func()
-	kills  int
+	// blockKill: after moving the clock, the kill waits for its ctx to end.
+	blockKill bool
+	kills     int
 }
 
 const killTook = 7 * time.Second
@@ -56,12 +58,16 @@ func newStateTest(t *testing.T, stateDir string) *stateTest {
 	m, err := New(Config{
 		GracePeriod: 30 * time.Second,
 		ActivePods:  func() []*v1.Pod { return []*v1.Pod{pod} },
-		KillPod: func(context.Context, *v1.Pod, int64, func(*v1.PodStatus)) error {
+		KillPod: func(ctx context.Context, _ *v1.Pod, _ int64, _ func(*v1.PodStatus)) error {
 			st.kills++
 			if st.onKill != nil {
 				st.onKill()
 			}
 			st.clk.Step(killTook)
+			if st.blockKill {
+				<-ctx.Done()
+				return ctx.Err()
+			}
 			return nil
 		},
 		StateDir:   stateDir,
@@ -405,6 +411,51 @@ func TestRunCorruptStateThenShutdown(t *testing.T) {
 		}
 		st.checkGauges(t, float64(t0.Unix()), float64(t0.Add(killTook).Unix()))
 	})
+}
+
+// A shutdown cut short by the agent's stop (Run's ctx ends during the
+// grace period) records no end time: the file keeps the start and a zero
+// end, the end gauge stays 0, the cut is logged, and after a restart the
+// gauges say the last shutdown started and did not complete.
+func TestRunCutShortRecordsNoEnd(t *testing.T) {
+	st := newStateTest(t, t.TempDir())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	st.blockKill = true
+	st.onKill = cancel // the agent stops while the pod is being killed
+	done := make(chan error, 1)
+	go func() { done <- st.m.Run(ctx) }()
+	st.m.Request()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if st.kills != 1 {
+		t.Fatalf("%d kills, want 1", st.kills)
+	}
+	select {
+	case <-st.m.Finished():
+		t.Error("finished, want a shutdown cut short")
+	default:
+	}
+	s, _ := readStateFile(t, st.path())
+	if !s.StartTime.Equal(t0) || !s.EndTime.IsZero() {
+		t.Errorf("file after the cut = %+v, want start %v and no end", s, t0)
+	}
+	st.checkGauges(t, float64(t0.Unix()), 0)
+	cuts := st.logs.FilterMessageSnippet("cut short").All()
+	if len(cuts) != 1 || cuts[0].ContextMap()["after"] != killTook || cuts[0].ContextMap()["error"] != context.Canceled.Error() {
+		t.Errorf("logs %v, want one saying the shutdown was cut short after %v", st.logs.All(), killTook)
+	}
+	if logs := st.errorLogs(); len(logs) != 0 {
+		t.Errorf("errors logged: %v", logs)
+	}
+
+	restarted := newStateTest(t, st.dir)
+	loaded, err := restarted.m.LoadState()
+	if err != nil || !loaded.StartTime.Equal(t0) || !loaded.EndTime.IsZero() {
+		t.Errorf("LoadState after a restart = %+v, %v; want start %v and no end", loaded, err, t0)
+	}
+	restarted.checkGauges(t, float64(t0.Unix()), 0)
 }
 
 // A state file that cannot be written (its directory is a file: root
