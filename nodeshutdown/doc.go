@@ -68,16 +68,31 @@
 // UTC): the start time when a shutdown starts (end
 // 0001-01-01T00:00:00Z), both when it ends, each time written atomically
 // (temporary file, fsync, rename, directory fsync) with the Config's
-// clock. A failed write is logged and the shutdown goes on. Run first
+// clock, with the kubelet's mode 0644. A failed write is logged and the shutdown goes on. Run first
 // loads the file (LoadState) and sets the gauges from it, so that after a
 // reboot they tell when the last shutdown began and ended; an end of 0
 // says it did not finish (the agent stopped or the power went first). No
 // file is no error. A file that is truncated or garbled, larger than 4
-// KiB, not a regular file, or whose times make no sense (before 1970, an
+// KiB (refused from its size, never read: no more than 4 KiB and a byte
+// is read), not a regular file, or whose times make no sense (before 1970, an
 // end without a start or before it) is rejected whole rather than half
 // believed: the error, naming the file and the fault, is logged, the
 // gauges stay 0, and the file (or the directory, FIFO or link in its
 // place) is set aside as graceful_node_shutdown_state.corrupt, so that the
 // next shutdown writes a new one. A time in the future is accepted (an
 // appliance may boot with its clock behind).
+//
+// # A shutdown cut short
+//
+// The kubelet records the end time whenever its shutdown returns, and it
+// returns only once every group is done (each pod stopped or its budget
+// spent); the kubelet stopped in the middle records nothing more. A
+// nodekit shutdown can also end early: Run's ctx ends (the embedding
+// program stops the agent) or Shutdown's ctx does, during a grace period.
+// Such a shutdown records no end time either: the end gauge stays 0 and
+// the state file keeps only the start, so that after a reboot an end of 0
+// still means "the last graceful shutdown did not complete" (the pods
+// were not all stopped, nor their budgets spent), which an end time at
+// the cut would hide. The cut is logged (Info, with how long the
+// shutdown ran). A later Shutdown starts again, with a new start time.
 package nodeshutdown

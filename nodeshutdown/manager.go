@@ -140,8 +140,8 @@ func (m *Manager) Request() {
 // Run loads the state file (LoadState; a bad one is logged, not fatal),
 // then starts a shutdown for each Request until ctx ends, and returns nil
 // then (a shutdown in progress is cut short: its kills stop being waited
-// for, the pod workers still carry them out). It follows the lifecycle
-// contract.
+// for, the pod workers still carry them out, and no end time is recorded;
+// see Shutdown). It follows the lifecycle contract.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := m.once.Start(); err != nil {
 		return err
@@ -175,7 +175,10 @@ func (m *Manager) Run(ctx context.Context) error {
 // A call while a shutdown runs waits for it; a call after one finished
 // (and was not cancelled) returns nil at once. When ctx ends the shutdown
 // stops waiting and returns ctx's error; the node stays shutting down, and
-// a later call kills the pods still active.
+// a later call kills the pods still active. Such a shutdown, cut short,
+// records no end time (the gauge stays 0, the state file keeps only the
+// start; see "The state file" in the package documentation) and logs
+// that it was cut.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	if running := m.running; running != nil {
@@ -219,6 +222,11 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.log.Info("node shutting down: killing the pods", zap.Duration("period", m.PeriodRequested()))
 	err := m.killPods(ctx)
 	if err != nil {
+		// No end time: the end says every group went through (each pod
+		// stopped or its budget spent), which did not happen. The kubelet
+		// stopped mid-shutdown leaves its file the same way.
+		m.log.Info("node shutdown cut short before every group was done: no end time recorded",
+			zap.Duration("after", m.cfg.Clock.Since(start)), zap.Error(err))
 		return err
 	}
 	end := m.cfg.Clock.Now()
@@ -325,6 +333,12 @@ func (m *Manager) killGroup(ctx, killCtx context.Context, wg *sync.WaitGroup, g 
 	defer cancelGroup()
 	select {
 	case <-done:
+		// The kills also end when ctx does (killCtx is its child), and
+		// select picks at random among ready cases: a group whose kills
+		// returned for ctx is cut short, not done.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		m.log.Info("priority group done", zap.Int32("priority", g.Priority))
 		return nil
 	case <-timer.C():

@@ -18,6 +18,10 @@ import (
 // kubelet's, which keeps it in its root directory.
 const StateFileName = "graceful_node_shutdown_state"
 
+// stateFileMode is the state file's mode: the kubelet's, which any user
+// may read (it holds two times).
+const stateFileMode = 0o644
+
 // maxStateSize bounds the state file read back: the kubelet's is about
 // 80 bytes.
 const maxStateSize = 4096
@@ -25,8 +29,9 @@ const maxStateSize = 4096
 // State is what the state file holds, in the kubelet's format
 // ({"startTime": ..., "endTime": ...}, RFC 3339 times): when the last
 // graceful shutdown started and when it ended. A zero EndTime means the
-// shutdown did not finish (the agent stopped or the power went first); a
-// zero State, that no shutdown was recorded.
+// shutdown did not finish (the agent stopped, Shutdown's ctx ended, or
+// the power went first: see "The state file" in the package
+// documentation); a zero State, that no shutdown was recorded.
 type State struct {
 	StartTime time.Time `json:"startTime"`
 	EndTime   time.Time `json:"endTime"`
@@ -90,8 +95,10 @@ func (m *Manager) LoadState() (State, error) {
 // zero State.
 func readState(path string) (State, error) {
 	// checkpoint's read opens without following a symbolic link and
-	// refuses anything but a regular file, so a FIFO cannot block it.
-	b, err := checkpoint.OS{}.ReadFile(path)
+	// refuses anything but a regular file, so a FIFO cannot block it; a
+	// file over maxStateSize is refused from its size, and no more than
+	// maxStateSize+1 bytes are read, so a hostile large file is not read.
+	b, err := checkpoint.OS{}.ReadFileMax(path, maxStateSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return State{}, nil
@@ -149,7 +156,7 @@ func (m *Manager) storeState(s State) {
 	s.StartTime, s.EndTime = s.StartTime.UTC(), s.EndTime.UTC()
 	b, err := json.Marshal(s)
 	if err == nil {
-		err = checkpoint.WritePlain(m.cfg.StateDir, StateFileName, b)
+		err = checkpoint.WritePlain(m.cfg.StateDir, StateFileName, b, stateFileMode)
 	}
 	if err != nil {
 		m.log.Error("graceful shutdown state not stored: after a restart the shutdown gauges will not show this shutdown",

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/checkpoint"
 )
 
 const (
@@ -36,7 +40,9 @@ type stateTest struct {
 	logs *observer.ObservedLogs
 	// onKill runs inside the pod's kill, before the clock moves.
 	onKill func()
-	kills  int
+	// blockKill: after moving the clock, the kill waits for its ctx to end.
+	blockKill bool
+	kills     int
 }
 
 const killTook = 7 * time.Second
@@ -52,12 +58,16 @@ func newStateTest(t *testing.T, stateDir string) *stateTest {
 	m, err := New(Config{
 		GracePeriod: 30 * time.Second,
 		ActivePods:  func() []*v1.Pod { return []*v1.Pod{pod} },
-		KillPod: func(context.Context, *v1.Pod, int64, func(*v1.PodStatus)) error {
+		KillPod: func(ctx context.Context, _ *v1.Pod, _ int64, _ func(*v1.PodStatus)) error {
 			st.kills++
 			if st.onKill != nil {
 				st.onKill()
 			}
 			st.clk.Step(killTook)
+			if st.blockKill {
+				<-ctx.Done()
+				return ctx.Err()
+			}
 			return nil
 		},
 		StateDir:   stateDir,
@@ -133,14 +143,20 @@ func writeStateFile(t *testing.T, dir, content string) {
 }
 
 // The file holds the start time (end zero) while the pods are killed, both
-// times once the shutdown is done, in the kubelet's JSON; the directory
-// holds nothing else.
+// times once the shutdown is done, in the kubelet's JSON, with the
+// kubelet's mode 0644 each time; the directory holds nothing else.
 func TestStateFileWrittenAtStartAndEnd(t *testing.T) {
 	st := newStateTest(t, t.TempDir())
 	// The kill runs on its own goroutine: no t.Fatal there.
 	var duringRaw []byte
 	var readErr error
-	st.onKill = func() { duringRaw, readErr = os.ReadFile(st.path()) }
+	var duringMode os.FileMode
+	st.onKill = func() {
+		duringRaw, readErr = os.ReadFile(st.path())
+		if fi, err := os.Lstat(st.path()); err == nil {
+			duringMode = fi.Mode()
+		}
+	}
 	if err := st.m.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +181,15 @@ func TestStateFileWrittenAtStartAndEnd(t *testing.T) {
 		t.Errorf("file after the shutdown = %+v, want start %v, end %v", after, t0, t0.Add(killTook))
 	}
 	st.checkGauges(t, float64(t0.Unix()), float64(t0.Add(killTook).Unix()))
+	fi, err := os.Lstat(st.path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for when, mode := range map[string]os.FileMode{"during": duringMode, "after": fi.Mode()} {
+		if mode != 0o644 {
+			t.Errorf("file mode %s the shutdown = %v, want -rw-r--r-- (the kubelet's 0644)", when, mode)
+		}
+	}
 	ents, err := os.ReadDir(st.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +281,7 @@ func TestLoadStateBadFile(t *testing.T) {
 		{"not RFC 3339", func(t *testing.T, dir string) { writeStateFile(t, dir, `{"startTime":"yesterday"}`) }, "not the state's JSON"},
 		{"too large", func(t *testing.T, dir string) {
 			writeStateFile(t, dir, `{"startTime":"2026-02-03T03:05:06Z","x":"`+strings.Repeat("a", maxStateSize)+`"}`)
-		}, "more than 4096"},
+		}, "has 4139 bytes, limit 4096"},
 		{"end before start", func(t *testing.T, dir string) {
 			writeStateFile(t, dir, `{"startTime":"2026-02-03T03:05:06Z","endTime":"2026-02-03T03:05:05Z"}`)
 		}, "endTime 2026-02-03T03:05:05Z is before startTime 2026-02-03T03:05:06Z"},
@@ -317,6 +342,38 @@ func TestLoadStateBadFile(t *testing.T) {
 	}
 }
 
+// A hostile state file far larger than maxStateSize, though within the
+// checkpoint reader's own limit, is refused from its size without being
+// read: an error naming the file, its size and the limit, the file set
+// aside, and far less allocated than the file holds.
+func TestLoadStateHugeFileNotRead(t *testing.T) {
+	st := newStateTest(t, t.TempDir())
+	writeStateFile(t, st.dir, `{"startTime":"2026-02-03T03:05:06Z","x":"`)
+	const size = checkpoint.MaxSize // 10 MiB: what checkpoint.OS.ReadFile would read
+	if err := os.Truncate(st.path(), size); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := st.m.LoadState()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrStateCorrupt) {
+		t.Fatalf("LoadState: %v, want ErrStateCorrupt", err)
+	}
+	want := fmt.Sprintf("%s has %d bytes, limit %d", StateFileName, size, maxStateSize)
+	if !strings.Contains(err.Error(), st.path()) || !strings.Contains(err.Error(), want) {
+		t.Errorf("LoadState: %q, want the file %s and %q", err, st.path(), want)
+	}
+	if !strings.Contains(err.Error(), "set aside as "+st.path()+".corrupt") {
+		t.Errorf("LoadState: %q, want the file set aside", err)
+	}
+	// Reading the file whole would allocate at least its 10 MiB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("LoadState allocated %d bytes for a %d-byte file, want it not read (< 1 MiB)", got, size)
+	}
+	st.checkGauges(t, 0, 0)
+}
+
 func writeStateFileAt(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
@@ -354,6 +411,51 @@ func TestRunCorruptStateThenShutdown(t *testing.T) {
 		}
 		st.checkGauges(t, float64(t0.Unix()), float64(t0.Add(killTook).Unix()))
 	})
+}
+
+// A shutdown cut short by the agent's stop (Run's ctx ends during the
+// grace period) records no end time: the file keeps the start and a zero
+// end, the end gauge stays 0, the cut is logged, and after a restart the
+// gauges say the last shutdown started and did not complete.
+func TestRunCutShortRecordsNoEnd(t *testing.T) {
+	st := newStateTest(t, t.TempDir())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	st.blockKill = true
+	st.onKill = cancel // the agent stops while the pod is being killed
+	done := make(chan error, 1)
+	go func() { done <- st.m.Run(ctx) }()
+	st.m.Request()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if st.kills != 1 {
+		t.Fatalf("%d kills, want 1", st.kills)
+	}
+	select {
+	case <-st.m.Finished():
+		t.Error("finished, want a shutdown cut short")
+	default:
+	}
+	s, _ := readStateFile(t, st.path())
+	if !s.StartTime.Equal(t0) || !s.EndTime.IsZero() {
+		t.Errorf("file after the cut = %+v, want start %v and no end", s, t0)
+	}
+	st.checkGauges(t, float64(t0.Unix()), 0)
+	cuts := st.logs.FilterMessageSnippet("cut short").All()
+	if len(cuts) != 1 || cuts[0].ContextMap()["after"] != killTook || cuts[0].ContextMap()["error"] != context.Canceled.Error() {
+		t.Errorf("logs %v, want one saying the shutdown was cut short after %v", st.logs.All(), killTook)
+	}
+	if logs := st.errorLogs(); len(logs) != 0 {
+		t.Errorf("errors logged: %v", logs)
+	}
+
+	restarted := newStateTest(t, st.dir)
+	loaded, err := restarted.m.LoadState()
+	if err != nil || !loaded.StartTime.Equal(t0) || !loaded.EndTime.IsZero() {
+		t.Errorf("LoadState after a restart = %+v, %v; want start %v and no end", loaded, err, t0)
+	}
+	restarted.checkGauges(t, float64(t0.Unix()), 0)
 }
 
 // A state file that cannot be written (its directory is a file: root

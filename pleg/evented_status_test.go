@@ -1,6 +1,8 @@
 package pleg
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -177,5 +179,54 @@ func TestReleaseTimesKeptOnlyWhileEvented(t *testing.T) {
 	}
 	if len(g.released) != 0 {
 		t.Fatalf("an old release kept: %v", g.released)
+	}
+}
+
+// TestReleaseTimesMapShrinks: once a relist has dropped every release
+// time of a map that grew large, the map's memory is given back (a Go map
+// keeps its table when emptied); release times are still kept after.
+func TestReleaseTimesMapShrinks(t *testing.T) {
+	fc := clocktesting.NewFakeClock(epoch)
+	g, err := New(Config{Runtime: newStub(), Clock: fc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.evented.Store(true)
+	const n = 50_000
+	uids := make([]types.UID, n)
+	for i := range uids {
+		uids[i] = types.UID(fmt.Sprintf("pod-%06d", i))
+	}
+	liveHeap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	base := liveHeap()
+	for _, uid := range uids {
+		g.HoldPod(uid)
+		g.ReleasePod(uid)
+	}
+	full := liveHeap() - base
+	if len(g.released) != n || full < 1<<20 {
+		t.Fatalf("%d release times taking %d bytes, want %d taking over 1 MiB", len(g.released), full, n)
+	}
+	fc.Step(EventDeliveryMargin + time.Millisecond)
+	if err := g.Relist(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	after := liveHeap() - base
+	if len(g.released) != 0 {
+		t.Fatalf("%d release times kept, want none", len(g.released))
+	}
+	if after > full/4 {
+		t.Errorf("%d bytes still held after every release time was dropped, want the %d-byte map given back", after, full)
+	}
+	runtime.KeepAlive(uids)
+	g.HoldPod("b")
+	g.ReleasePod("b")
+	if !g.changedSince("b", fc.Now()) {
+		t.Error("a release after the shrink is not kept")
 	}
 }

@@ -85,6 +85,10 @@ type GenericPLEG struct {
 	// released is when a pod's last hold ended, kept while an EventedPLEG
 	// feeds the cache and for EventDeliveryMargin after (see changedSince).
 	released map[types.UID]time.Time
+	// releasedPeak is released's largest size since it was made: a Go map
+	// keeps its table when emptied, so the relist that empties a map that
+	// grew past releasedShrinkAt replaces it.
+	releasedPeak int
 
 	relistMu sync.Mutex // serialises relists; guards the fields below
 	records  map[types.UID]*podRecord
@@ -114,6 +118,11 @@ type GenericPLEG struct {
 // event; past it the drop is only counted (the consumer's periodic sync
 // covers those pods).
 const maxRedeliver = 4096
+
+// releasedShrinkAt: an emptied release-time map that held more entries
+// than this is replaced by a new one (a few KB; smaller ones are kept
+// rather than made again at every relist).
+const releasedShrinkAt = 64
 
 // maxReinspectMisses is how many global relists a reinspect flag waits for
 // its pod to be listed before it is dropped (a pod that never appeared).
@@ -382,6 +391,7 @@ func (g *GenericPLEG) ReleasePod(uid types.UID) {
 		delete(g.held, uid)
 		if g.evented.Load() {
 			g.released[uid] = g.clock.Now()
+			g.releasedPeak = max(g.releasedPeak, len(g.released))
 		}
 	} else {
 		g.held[uid] = n - 1
@@ -516,6 +526,10 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	maps.DeleteFunc(g.released, func(_ types.UID, at time.Time) bool {
 		return at.Before(start.Add(-EventDeliveryMargin))
 	})
+	if len(g.released) == 0 && g.releasedPeak > releasedShrinkAt {
+		// Otherwise the emptied table keeps its peak size for good.
+		g.released, g.releasedPeak = make(map[types.UID]time.Time), 0
+	}
 	for uid := range g.reinspect {
 		g.reinspectNow[uid] = struct{}{}
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekit/nodekit/examples/internal/exconfig"
+	"github.com/nodekit/nodekit/nodeshutdown"
 )
 
 func TestRestConfig(t *testing.T) {
@@ -253,5 +254,28 @@ shutdownGracePeriodByPodPriority:
 	}
 	if len(o.shutdownByPriority) != 2 || o.shutdownByPriority[1].Priority != 2000000000 || o.shutdownByPriority[1].ShutdownGracePeriodSeconds != 10 {
 		t.Errorf("shutdownByPriority = %+v", o.shutdownByPriority)
+	}
+}
+
+// TestRunShutdownStateFile: with a grace period the graceful shutdown gets
+// the agent's registry, so it keeps the kubelet's state file in --root and
+// loads it at start: a corrupt one left by a previous run is set aside as
+// .corrupt (no API server needed for that, and no shutdown).
+func TestRunShutdownStateFile(t *testing.T) {
+	root := t.TempDir()
+	state := filepath.Join(root, nodeshutdown.StateFileName)
+	if err := os.WriteFile(state, []byte(`{"startTime":"2026-02-03T03:0`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	o := options{nodeName: "n1", root: root, duration: 2 * time.Second, images: "busybox"}
+	o.shutdown.GracePeriod = 10 * time.Second
+	var out bytes.Buffer
+	if err := run(ctx, o, fake.NewClientset(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(state + ".corrupt"); err != nil {
+		t.Errorf("corrupt state file not set aside (%v): the shutdown has no state dir", err)
 	}
 }

@@ -538,3 +538,21 @@ func TestEventsClientLimit(t *testing.T) {
 		t.Fatalf("Requests = %d, want 4 (the refused event was never sent)", got)
 	}
 }
+
+// rss reports the process's resident set in bytes: the figure of
+// /proc/self/statm (resident pages), read independently, within 20%.
+func TestRSSIsTheProcesss(t *testing.T) {
+	got := rss()
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm:", err)
+	}
+	var size, resident int64
+	if _, err := fmt.Sscan(string(data), &size, &resident); err != nil {
+		t.Fatalf("statm %q: %v", data, err)
+	}
+	want := resident * int64(os.Getpagesize())
+	if got <= 0 || got < want*8/10 || got > want*12/10 {
+		t.Errorf("rss() = %d bytes, want about %d (statm)", got, want)
+	}
+}

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodekit/nodekit/internal/procmem"
 )
 
 // report is one periodic line of the simulator's output.
@@ -168,26 +166,12 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// rss is the resident set size of the process (VmRSS), 0 if unknown.
+// rss is the resident set size of the process (VmRSS, read by
+// internal/procmem as the other memory measurements), 0 if unknown.
 func rss() int64 {
-	data, err := os.ReadFile("/proc/self/status")
+	st, err := procmem.ReadSelf()
 	if err != nil {
 		return 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := sc.Bytes()
-		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
-			f := bytes.Fields(rest)
-			if len(f) == 0 {
-				return 0
-			}
-			kb, err := strconv.ParseInt(string(f[0]), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb * 1024
-		}
-	}
-	return 0
+	return int64(st.RSS)
 }

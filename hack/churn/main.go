@@ -15,7 +15,11 @@
 // goal between collections (a fresh agent goes from 21 to 24 MB in its
 // first 4 minutes with no pod), so each window reports the mean and the
 // largest reading, and the agent is compared with itself fresh window by
-// window.
+// window. A second agent, the control, starts with it and is given no
+// pod (-control=false: none); it is read in the same windows, so the
+// churned agent is also compared with an agent of the same age that ran
+// nothing (an idle agent's RSS creeps up over its first minutes: 21.7 to
+// 22.8 MB in 15 minutes on 2026-11-27).
 package main
 
 import (
@@ -40,6 +44,7 @@ func main() {
 	batch := flag.Int("batch", 20, "pods pushed and deleted together")
 	warm := flag.Int("warm", 1000, "pods after which a warm reading is taken (0: none)")
 	binary := flag.String("binary", "", "examples/standalone binary to run (default: built from this checkout)")
+	withControl := flag.Bool("control", true, "also run a control agent, started with the churned one and given no pod, read in the same windows")
 	flag.Parse()
 	if *batch <= 0 || *pods <= 0 || *pods%*batch != 0 {
 		fail("-pods %d must be a positive multiple of -batch %d", *pods, *batch)
@@ -55,27 +60,15 @@ func main() {
 			fail("building examples/standalone: %v\n%s", err, out)
 		}
 	}
-	addr := freeAddr()
-	manifests, status := filepath.Join(dir, "manifests"), filepath.Join(dir, "status.json")
-	check(os.Mkdir(manifests, 0o755))
-	logf, err := os.Create(filepath.Join(dir, "agent.log"))
-	check(err)
-	cmd := exec.Command(bin, "--manifests", manifests, "--root", filepath.Join(dir, "root"), "--node-name", "n1",
-		"--push-addr", addr, "--status-file", status, "--healthz-port", "0")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	check(cmd.Start())
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	pid := cmd.Process.Pid
-	c := &client{base: "http://" + addr, status: status}
-	deadline := time.Now().Add(30 * time.Second)
-	for c.do(http.MethodGet, "/", nil) != nil {
-		if time.Now().After(deadline) {
-			fail("the agent's push source did not answer within 30 s (log: %s)", logf.Name())
-		}
-		time.Sleep(100 * time.Millisecond)
+	pid, c, stop := startAgent(bin, filepath.Join(dir, "churned"))
+	defer stop()
+	var control int
+	if *withControl {
+		var stopControl func()
+		control, _, stopControl = startAgent(bin, filepath.Join(dir, "control"))
+		defer stopControl()
 	}
-	fresh := idleWindow(pid, "fresh (no pod yet)")
+	fresh, _ := idleWindow(pid, control, "fresh (no pod yet)")
 	start := time.Now()
 	for n := 0; n < *pods; n += *batch {
 		var items []any
@@ -98,39 +91,94 @@ func main() {
 		}
 		c.waitFor(names, func(st map[string]string) bool { return len(st) == 0 })
 		if done := n + *batch; done == *warm && done < *pods {
-			idleWindow(pid, fmt.Sprintf("after %d pods", done))
+			idleWindow(pid, control, fmt.Sprintf("after %d pods", done))
 		}
 	}
 	fmt.Printf("%d pods in %s\n", *pods, time.Since(start).Round(time.Second))
-	last := idleWindow(pid, fmt.Sprintf("after %d pods", *pods))
+	last, ctl := idleWindow(pid, control, fmt.Sprintf("after %d pods", *pods))
 	fmt.Printf("over the fresh agent after %d pods: mean RSS %+.1f MB (anonymous %+.1f, file %+.1f), largest RSS %+.1f MB\n", *pods,
 		mbDiff(last.mean.RSS, fresh.mean.RSS), mbDiff(last.mean.Anon, fresh.mean.Anon), mbDiff(last.mean.File, fresh.mean.File),
 		mbDiff(last.max.RSS, fresh.max.RSS))
+	if control != 0 {
+		fmt.Printf("over the control agent (started with it, no pod), same window: mean RSS %+.1f MB (anonymous %+.1f, file %+.1f), largest RSS %+.1f MB\n",
+			mbDiff(last.mean.RSS, ctl.mean.RSS), mbDiff(last.mean.Anon, ctl.mean.Anon), mbDiff(last.mean.File, ctl.mean.File),
+			mbDiff(last.max.RSS, ctl.max.RSS))
+	}
+}
+
+// startAgent starts examples/standalone with its files under dir and
+// returns its pid, a client of its push source and status file, once the
+// push source answers, and a func that stops it (SIGTERM, then wait).
+func startAgent(bin, dir string) (int, *client, func()) {
+	addr := freeAddr()
+	manifests, status := filepath.Join(dir, "manifests"), filepath.Join(dir, "status.json")
+	check(os.MkdirAll(manifests, 0o755))
+	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	check(err)
+	cmd := exec.Command(bin, "--manifests", manifests, "--root", filepath.Join(dir, "root"), "--node-name", "n1",
+		"--push-addr", addr, "--status-file", status, "--healthz-port", "0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	check(cmd.Start())
+	c := &client{base: "http://" + addr, status: status}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.do(http.MethodGet, "/", nil) != nil {
+		if time.Now().After(deadline) {
+			fail("the agent's push source did not answer within 30 s (log: %s)", logf.Name())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cmd.Process.Pid, c, func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
 }
 
 // window is an idle window's readings: their mean and the largest.
 type window struct{ mean, max mem }
 
-// idleWindow reads the agent's memory every 10 s from 10 s to 130 s from
-// now, prints each reading and the window's mean and largest, and returns
-// them.
-func idleWindow(pid int, label string) window {
+// idleWindow reads the agent's memory (and the control agent's, when
+// control is not 0) every 10 s from 10 s to 130 s from now, prints each
+// reading and the window's mean and largest, and returns them.
+func idleWindow(pid, control int, label string) (window, window) {
 	begin := time.Now()
-	var sum, peak mem
-	n := uint64(0)
+	var w, ctl windowSum
 	for idle := 10 * time.Second; idle <= 130*time.Second; idle += 10 * time.Second {
 		time.Sleep(time.Until(begin.Add(idle)))
 		m := readMem(pid)
-		fmt.Printf("  %s, idle %3.0f s: %v\n", label, idle.Seconds(), m)
-		sum.RSS, sum.Anon, sum.File, sum.Threads = sum.RSS+m.RSS, sum.Anon+m.Anon, sum.File+m.File, sum.Threads+m.Threads
-		if m.RSS > peak.RSS {
-			peak = m
+		w.add(m)
+		if control != 0 {
+			cm := readMem(control)
+			ctl.add(cm)
+			fmt.Printf("  %s, idle %3.0f s: %v; control %v\n", label, idle.Seconds(), m, cm)
+		} else {
+			fmt.Printf("  %s, idle %3.0f s: %v\n", label, idle.Seconds(), m)
 		}
-		n++
 	}
-	w := window{mean: mem{RSS: sum.RSS / n, Anon: sum.Anon / n, File: sum.File / n, Threads: sum.Threads / n}, max: peak}
-	fmt.Printf("%s: mean %v; largest RSS %.1f MB\n", label, w.mean, float64(peak.RSS)/(1<<20))
-	return w
+	r := w.window()
+	fmt.Printf("%s: mean %v; largest RSS %.1f MB\n", label, r.mean, float64(r.max.RSS)/(1<<20))
+	if control == 0 {
+		return r, window{}
+	}
+	c := ctl.window()
+	fmt.Printf("%s, control: mean %v; largest RSS %.1f MB\n", label, c.mean, float64(c.max.RSS)/(1<<20))
+	return r, c
+}
+
+// windowSum adds up a window's readings.
+type windowSum struct {
+	sum, peak mem
+	n         uint64
+}
+
+func (s *windowSum) add(m mem) {
+	s.sum.RSS, s.sum.Anon, s.sum.File, s.sum.Threads = s.sum.RSS+m.RSS, s.sum.Anon+m.Anon, s.sum.File+m.File, s.sum.Threads+m.Threads
+	if m.RSS > s.peak.RSS {
+		s.peak = m
+	}
+	s.n++
+}
+
+func (s *windowSum) window() window {
+	n := max(s.n, 1)
+	return window{mean: mem{RSS: s.sum.RSS / n, Anon: s.sum.Anon / n, File: s.sum.File / n, Threads: s.sum.Threads / n}, max: s.peak}
 }
 
 // pod is the n-th pod, as hack/soak's soakPod.

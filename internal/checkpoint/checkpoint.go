@@ -131,6 +131,26 @@ func (f *rawFile) Close() error {
 
 func (f *rawFile) Name() string { return f.name }
 
+// Chmod sets the file's mode on its descriptor (umask does not apply).
+func (f *rawFile) Chmod(mode fs.FileMode) error {
+	for {
+		err := syscall.Fchmod(f.fd, uint32(mode.Perm()))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return &fs.PathError{Op: "chmod", Path: f.name, Err: err}
+		}
+		return nil
+	}
+}
+
+// chmodder is a File that can set its mode (rawFile and *os.File can):
+// WritePlainFS needs it for a mode other than CreateTemp's 0600.
+type chmodder interface {
+	Chmod(mode fs.FileMode) error
+}
+
 func fsyncFD(fd int) error {
 	for {
 		if err := syscall.Fsync(fd); err != syscall.EINTR {
@@ -144,7 +164,15 @@ func fsyncFD(fd int) error {
 // open), checks on the descriptor that it is a regular file of at most
 // MaxSize plus the header, and reads at most that much from it: a name
 // swapped between a check and the open cannot deliver another file.
-func (OS) ReadFile(path string) ([]byte, error) {
+func (o OS) ReadFile(path string) ([]byte, error) { return o.ReadFileMax(path, MaxSize+headerLen) }
+
+// ReadFileMax is ReadFile with a size limit of limit bytes in place of
+// MaxSize plus the header, for a plain file (see WritePlain) whose
+// format is smaller: a file larger than limit is ErrTooLarge (naming the
+// file, its size and the limit) from its size on the descriptor, before
+// any byte is read, and at most limit+1 bytes are ever read, so a file
+// that grows after the check is refused too.
+func (OS) ReadFileMax(path string, limit int64) ([]byte, error) {
 	fd, err := openNoFollow(path)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
@@ -161,16 +189,15 @@ func (OS) ReadFile(path string) ([]byte, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorrupt, filepath.Base(path))
 	}
-	const limit = MaxSize + headerLen
 	if st.Size > limit {
-		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, filepath.Base(path), st.Size, int64(limit))
+		return nil, fmt.Errorf("%w: %s has %d bytes, limit %d", ErrTooLarge, filepath.Base(path), st.Size, limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
-	if len(b) > limit {
-		return nil, fmt.Errorf("%w: %s grew beyond %d bytes while read", ErrTooLarge, filepath.Base(path), int64(limit))
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: %s grew beyond %d bytes while read", ErrTooLarge, filepath.Base(path), limit)
 	}
 	return b, nil
 }
@@ -283,30 +310,38 @@ func WriteFS(fsys FS, dir, name string, data []byte) error {
 	if len(data) > MaxSize {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
 	}
-	return writeFile(fsys, dir, name, Encode(data))
+	return writeFile(fsys, dir, name, Encode(data), 0)
 }
 
 // WritePlain stores data as dir/name atomically on the real file system,
-// without the checkpoint header; see WritePlainFS.
-func WritePlain(dir, name string, data []byte) error { return WritePlainFS(OS{}, dir, name, data) }
+// without the checkpoint header and with mode perm; see WritePlainFS.
+func WritePlain(dir, name string, data []byte, perm fs.FileMode) error {
+	return WritePlainFS(OS{}, dir, name, data, perm)
+}
 
 // WritePlainFS is WriteFS for a file whose format is not nodekit's: data
 // is stored as it is, with no header and so no checksum (a file another
 // program reads too, such as the kubelet's graceful_node_shutdown_state),
 // through the same steps (temporary file, sync, rename, directory sync).
-// The reader must check what it reads.
-func WritePlainFS(fsys FS, dir, name string, data []byte) error {
+// The reader must check what it reads. The file gets the permission bits
+// of perm exactly (set on the temporary file before it is written, so
+// the umask does not narrow them): the other program's mode, such as
+// 0644 for a file any user may read. The File that fsys.CreateTemp
+// returns must then have a Chmod(fs.FileMode) error method, as OS's has;
+// a perm of 0 keeps CreateTemp's 0600.
+func WritePlainFS(fsys FS, dir, name string, data []byte, perm fs.FileMode) error {
 	if err := checkArgs(dir, name); err != nil {
 		return err
 	}
 	if len(data) > MaxSize {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
 	}
-	return writeFile(fsys, dir, name, data)
+	return writeFile(fsys, dir, name, data, perm)
 }
 
-// writeFile does WriteFS's steps with the bytes to store.
-func writeFile(fsys FS, dir, name string, b []byte) error {
+// writeFile does WriteFS's steps with the bytes to store; a perm other
+// than 0 is set on the temporary file first.
+func writeFile(fsys FS, dir, name string, b []byte, perm fs.FileMode) error {
 	if err := fsys.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("checkpoint: create directory: %w", err)
 	}
@@ -321,6 +356,17 @@ func writeFile(fsys FS, dir, name string, b []byte) error {
 			_ = fsys.Remove(tmp)
 		}
 	}()
+	if perm != 0 {
+		c, ok := f.(chmodder)
+		if !ok {
+			_ = f.Close()
+			return fmt.Errorf("checkpoint: set mode %v on %s: the file system's files have no Chmod", perm.Perm(), name)
+		}
+		if err := c.Chmod(perm); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("checkpoint: set mode %v on %s: %w", perm.Perm(), name, err)
+		}
+	}
 	if err := writeAll(f, b); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("checkpoint: write %s: %w", name, err)

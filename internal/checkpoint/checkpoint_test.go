@@ -102,6 +102,8 @@ func (f *faultFile) Sync() error {
 	return f.File.Sync()
 }
 
+func (f *faultFile) Chmod(mode fs.FileMode) error { return f.File.(chmodder).Chmod(mode) }
+
 func (f *faultFile) Close() error {
 	err := f.File.Close()
 	if f.fail == stepClose {
@@ -395,7 +397,7 @@ func TestOSCreateTempRawFile(t *testing.T) {
 func TestWritePlain(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sub") // created by WritePlain
 	for _, data := range [][]byte{[]byte(`{"a":1}`), []byte(`{"a":22}` + "\n")} {
-		if err := WritePlain(dir, "plain", data); err != nil {
+		if err := WritePlain(dir, "plain", data, 0); err != nil {
 			t.Fatalf("WritePlain: %v", err)
 		}
 		got, err := os.ReadFile(filepath.Join(dir, "plain"))
@@ -409,16 +411,61 @@ func TestWritePlain(t *testing.T) {
 	if got := listDir(t, dir); len(got) != 1 || got[0] != "plain" {
 		t.Fatalf("directory holds %v, want only [plain]", got)
 	}
-	if err := WritePlainFS(faultFS{fail: stepRename}, dir, "plain", []byte("new")); !errors.Is(err, errInjected) {
+	if err := WritePlainFS(faultFS{fail: stepRename}, dir, "plain", []byte("new"), 0o644); !errors.Is(err, errInjected) {
 		t.Fatalf("WritePlainFS with the rename failing: %v, want the injected fault", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "plain")); string(got) != `{"a":22}`+"\n" {
 		t.Errorf("after a failed write the file holds %q, want the old bytes", got)
 	}
-	if err := WritePlain(dir, "../x", nil); !errors.Is(err, ErrInvalidName) {
+	if err := WritePlain(dir, "../x", nil, 0); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("WritePlain ../x: %v, want ErrInvalidName", err)
 	}
-	if err := WritePlain(dir, "big", make([]byte, MaxSize+1)); !errors.Is(err, ErrTooLarge) {
+	if err := WritePlain(dir, "big", make([]byte, MaxSize+1), 0); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("WritePlain of MaxSize+1 bytes: %v, want ErrTooLarge", err)
 	}
+}
+
+// WritePlain gives the file the mode asked for, exactly (0644 for a file
+// another program's users read; 0640 is not 0600 narrowed by a umask), or
+// CreateTemp's 0600 for 0; a file system whose files cannot take a mode
+// is an error, and the old file stays.
+func TestWritePlainMode(t *testing.T) {
+	dir := t.TempDir()
+	for _, perm := range []fs.FileMode{0o644, 0o640, 0, 0o644} {
+		if err := WritePlain(dir, "plain", []byte("x"), perm); err != nil {
+			t.Fatalf("WritePlain(%v): %v", perm, err)
+		}
+		fi, err := os.Lstat(filepath.Join(dir, "plain"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := perm
+		if want == 0 {
+			want = 0o600
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("WritePlain(%v): mode %v, want %v", perm, got, want)
+		}
+	}
+	err := WritePlainFS(noChmodFS{}, dir, "plain", []byte("y"), 0o644)
+	if err == nil || !strings.Contains(err.Error(), "no Chmod") {
+		t.Errorf("WritePlainFS with files that have no Chmod: %v, want an error saying so", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "plain")); string(got) != "x" {
+		t.Errorf("after a failed write the file holds %q, want the old bytes", got)
+	}
+	if got := listDir(t, dir); len(got) != 1 {
+		t.Errorf("directory holds %v, want only [plain]", got)
+	}
+}
+
+// noChmodFS hands out files with no Chmod method.
+type noChmodFS struct{ OS }
+
+func (f noChmodFS) CreateTemp(dir, pattern string) (File, error) {
+	file, err := f.OS.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ File }{file}, nil
 }

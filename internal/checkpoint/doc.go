@@ -17,7 +17,8 @@
 //	}
 //
 // WritePlain writes the same way without the header, for a file in
-// another program's format (the reader then checks what it reads).
+// another program's format (the reader then checks what it reads;
+// OS.ReadFileMax reads such a file under a size limit of its own).
 //
 // The file system calls go through the small FS interface; OS is the real
 // one, and tests substitute a failing one to simulate a crash at each step.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -77,3 +78,26 @@ func TestReadFIFODoesNotBlock(t *testing.T) {
 	}
 }
 func mkfifo(p string) error { return syscall.Mkfifo(p, 0o600) }
+
+// ReadFileMax refuses a file over its limit from the size on the
+// descriptor, naming the file, its size and the limit; a file of exactly
+// the limit is read; and a file whose size says less than it holds (a
+// procfs file says 0) is cut at limit+1 bytes and refused.
+func TestReadFileMax(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "plain")
+	if err := os.WriteFile(p, []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := (OS{}).ReadFileMax(p, 10); err != nil || string(b) != "0123456789" {
+		t.Errorf("ReadFileMax(10) of 10 bytes = %q, %v; want the bytes", b, err)
+	}
+	_, err := (OS{}).ReadFileMax(p, 9)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "plain has 10 bytes, limit 9") {
+		t.Errorf("ReadFileMax(9) of 10 bytes: %v, want ErrTooLarge naming the file, size and limit", err)
+	}
+	_, err = (OS{}).ReadFileMax("/proc/self/status", 16)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "status grew beyond 16 bytes") {
+		t.Errorf("ReadFileMax(16) of /proc/self/status: %v, want ErrTooLarge for a file that holds more than its size", err)
+	}
+}

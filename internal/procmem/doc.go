@@ -3,8 +3,8 @@
 // written data pages), the file-backed part (RssFile: the binary's code
 // and read-only pages, which the kernel can drop and read again) and its
 // thread count. The memory measurements (hack/churn, hack/soak,
-// hack/simbench, hack/footprint, hack/e2ebench and the e2e churn test)
-// read it through this one parser.
+// hack/simbench, hack/footprint, hack/e2ebench, the e2e churn test and
+// examples/simulate's report) read it through this one parser.
 //
 //	st, err := procmem.Read(pid)     // or procmem.ReadSelf()
 //	fmt.Println(st.RSS, st.Anon)     // bytes
