@@ -259,22 +259,9 @@ func (e *env) containerPID(t *testing.T, id string) int {
 
 // cleanup stops and removes every sandbox of the test's pods through CRI.
 func (e *env) cleanup(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sbs, err := e.cri.ListPodSandbox(ctx, nil)
-	if err != nil {
-		t.Logf("cleanup: ListPodSandbox: %v", err)
-		return
-	}
-	for _, sb := range sbs {
-		if !strings.HasSuffix(sb.GetMetadata().GetName(), "-"+nodeName) {
-			continue
-		}
-		stopErr := e.cri.StopPodSandbox(ctx, sb.Id)
-		if err := e.cri.RemovePodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: sandbox %s: stop: %v; remove: %v", sb.Id, stopErr, err)
-		}
-	}
+	removeSandboxes(t, e.cri, func(m *runtimeapi.PodSandboxMetadata) bool {
+		return strings.HasSuffix(m.GetName(), "-"+nodeName)
+	})
 }
 
 // TestAgent drives one agent through the life of 30 static pods: start,

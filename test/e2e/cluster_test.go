@@ -23,7 +23,6 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/kuberuntime"
-	"github.com/nodekit/nodekit/kuberuntime/remote"
 	"github.com/nodekit/nodekit/kubetypes"
 )
 
@@ -34,31 +33,9 @@ import (
 // object goes away; a static pod shows up as a mirror pod owned by the Node, is replaced when
 // deleted, and goes away with its manifest.
 func TestClusterAgainstAPIServer(t *testing.T) {
-	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
-		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
-	}
-	name := os.Getenv("NODEKIT_NODE_NAME")
-	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
-	if name == "" || nodeKC == "" || adminKC == "" {
-		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
-	}
-	endpoint := os.Getenv("NODEKIT_CRI_ENDPOINT")
-	if endpoint == "" {
-		t.Fatal("NODEKIT_CRI_ENDPOINT is not set: start containerd with `NODEKIT_CONTAINERD_DIR=/tmp/nkc bash hack/containerd.sh start` and load its env with `set -a; . /tmp/nkc/env; set +a`")
-	}
-	busybox := getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
-	nodeClient := nsClient(t, nodeKC)
-	admin := nsClient(t, adminKC)
+	e := newAPIEnv(t)
+	name, endpoint, busybox, nodeClient, admin, cri := e.name, e.endpoint, e.busybox, e.node, e.admin, e.cri
 	ctx := t.Context()
-
-	cri, err := remote.New(remote.Config{Endpoint: endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cri.Connect(ctx); err != nil {
-		t.Fatalf("containerd at %s: %v", endpoint, err)
-	}
-	t.Cleanup(func() { cri.Close(context.Background()) })
 
 	const apiPod, staticPod = "cluster-api-pod", "cluster-static"
 	mirrorName := staticPod + "-" + name
@@ -80,43 +57,9 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 		}
 		return out
 	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = admin.CoreV1().Pods("default").Delete(cctx, apiPod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		_ = admin.CoreV1().Pods("default").Delete(cctx, mirrorName, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		sbs, err := cri.ListPodSandbox(cctx, nil)
-		if err != nil {
-			t.Logf("cleanup: ListPodSandbox: %v", err)
-			return
-		}
-		for _, sb := range sbs {
-			if !ours(sb.GetMetadata().GetName()) {
-				continue
-			}
-			if err := cri.StopPodSandbox(cctx, sb.Id); err != nil {
-				t.Logf("cleanup: StopPodSandbox %s: %v", sb.Id, err)
-			}
-			if err := cri.RemovePodSandbox(cctx, sb.Id); err != nil {
-				t.Logf("cleanup: RemovePodSandbox %s: %v", sb.Id, err)
-			}
-		}
-	})
+	e.removePods(t, apiPod, mirrorName)
 
-	// Leftovers of an interrupted run.
-	for _, n := range []string{apiPod, mirrorName} {
-		_ = admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		nsPoll(t, 30*time.Second, "leftover pod "+n+" gone", func() (bool, string) {
-			_, err := admin.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
-	}
-
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	writeManifest(t, manifests, staticPod, manifest(staticPod, busybox, "1"))
 
 	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithManifestDir(manifests).WithRootDir(dir)
@@ -126,53 +69,15 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-			if err := agent.Err(); err != nil {
-				t.Errorf("Run = %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return within 30s of the cancel")
-		}
-	}()
-	go agent.Run(runCtx)
+	defer runAgent(t, agent, 30*time.Second)()
 
 	// The node registers and goes Ready: hack/containerd.sh gives the
 	// runtime a CNI config, so it reports NetworkReady, and the PLEG is
 	// healthy. The reasons are the kubelet's.
-	nsPoll(t, 60*time.Second, "node registered and Ready", func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue && c.Reason == "KubeletReady", string(c.Status) + " " + c.Reason + ": " + c.Message
-			}
-		}
-		return false, "no Ready condition"
-	})
+	waitNodeReady(t, admin, name, 60*time.Second, "node registered and Ready", "KubeletReady")
 
 	// A pod bound to the node by the admin runs and is reported Running.
-	no := false
-	grace := int64(2)
-	_, err = admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: apiPod, Namespace: "default"},
-		Spec: v1.PodSpec{
-			NodeName:                      name,
-			HostNetwork:                   true,
-			DNSPolicy:                     v1.DNSDefault,
-			AutomountServiceAccountToken:  &no,
-			TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{
-				Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
-				Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-			}},
-		},
-	}, metav1.CreateOptions{})
+	_, err = admin.CoreV1().Pods("default").Create(ctx, boundPod(apiPod, name, 2, "", sleeper("main", busybox)), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,12 +86,7 @@ func TestClusterAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		ready := false
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
-				ready = true
-			}
-		}
+		ready := condition(p.Status, v1.PodReady) == v1.ConditionTrue
 		return p.Status.Phase == v1.PodRunning && ready && runningContainers()[apiPod] == 1,
 			fmt.Sprintf("phase %q ready %v containers %v", p.Status.Phase, ready, runningContainers())
 	})
@@ -279,34 +179,12 @@ func apiServerScript(t *testing.T, cmd string) {
 // with a change made during the outage (a new image tag), and nothing was
 // restarted: same sandbox, same container IDs, restart counts 0.
 func TestClusterAPIServerOutage(t *testing.T) {
-	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
-		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
-	}
-	name := os.Getenv("NODEKIT_NODE_NAME")
-	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
-	if name == "" || nodeKC == "" || adminKC == "" {
-		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
-	}
-	endpoint := os.Getenv("NODEKIT_CRI_ENDPOINT")
-	if endpoint == "" {
-		t.Fatal("NODEKIT_CRI_ENDPOINT is not set: start containerd with `NODEKIT_CONTAINERD_DIR=/tmp/nkc bash hack/containerd.sh start` and load its env with `set -a; . /tmp/nkc/env; set +a`")
-	}
+	e := newAPIEnv(t)
 	if _, err := exec.LookPath("ctr"); err != nil {
 		t.Fatal("ctr (containerd's CLI) is needed to tag an image during the outage")
 	}
-	busybox := getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
-	nodeClient := nsClient(t, nodeKC)
-	admin := nsClient(t, adminKC)
+	name, endpoint, busybox, nodeClient, admin, cri := e.name, e.endpoint, e.busybox, e.node, e.admin, e.cri
 	ctx := t.Context()
-
-	cri, err := remote.New(remote.Config{Endpoint: endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cri.Connect(ctx); err != nil {
-		t.Fatalf("containerd at %s: %v", endpoint, err)
-	}
-	t.Cleanup(func() { cri.Close(context.Background()) })
 
 	const podName, laterPod = "cluster-outage", "cluster-outage-later"
 	// The pod source retries at most this far apart (client-go's default
@@ -314,31 +192,7 @@ func TestClusterAPIServerOutage(t *testing.T) {
 	const podWatchBackoff = 5 * time.Second
 	// Whatever happens, the API server runs again for the tests after this one.
 	t.Cleanup(func() { apiServerScript(t, "start-apiserver") })
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = admin.CoreV1().Pods("default").Delete(cctx, podName, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		_ = admin.CoreV1().Pods("default").Delete(cctx, laterPod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		sbs, err := cri.ListPodSandbox(cctx, nil)
-		if err != nil {
-			t.Logf("cleanup: ListPodSandbox: %v", err)
-			return
-		}
-		for _, sb := range sbs {
-			if n := sb.GetMetadata().GetName(); n != podName && n != laterPod {
-				continue
-			}
-			_ = cri.StopPodSandbox(cctx, sb.Id)
-			_ = cri.RemovePodSandbox(cctx, sb.Id)
-		}
-	})
-	for _, n := range []string{podName, laterPod} {
-		_ = admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		nsPoll(t, 30*time.Second, "leftover pod "+n+" gone", func() (bool, string) {
-			_, err := admin.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
-	}
+	e.removePods(t, podName, laterPod)
 
 	// containers lists the pod's containers in containerd: name -> state, id.
 	type ctrState struct {
@@ -386,55 +240,16 @@ func TestClusterAPIServerOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-			if err := agent.Err(); err != nil {
-				t.Errorf("Run = %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return within 30s of the cancel")
-		}
-	}()
-	go agent.Run(runCtx)
+	defer runAgent(t, agent, 30*time.Second)()
 
-	nsPoll(t, 60*time.Second, "node Ready", func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue, string(c.Status) + " " + c.Reason + ": " + c.Message
-			}
-		}
-		return false, "no Ready condition"
-	})
+	waitNodeReady(t, admin, name, 60*time.Second, "node Ready", "")
 
 	// A pod with a long-running container and one that exits (code 3) on
 	// SIGUSR1; restartPolicy Never, so the exit stays an exit.
-	no := false
-	grace := int64(2)
-	_, err = admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "default"},
-		Spec: v1.PodSpec{
-			NodeName:                      name,
-			HostNetwork:                   true,
-			DNSPolicy:                     v1.DNSDefault,
-			RestartPolicy:                 v1.RestartPolicyNever,
-			AutomountServiceAccountToken:  &no,
-			TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{
-				Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
-				Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-			}, {
-				Name: "side", Image: busybox, ImagePullPolicy: v1.PullNever,
-				Command: []string{"sh", "-c", "trap 'exit 3' USR1; trap 'exit 0' TERM; sleep 3600 & wait"},
-			}},
-		},
-	}, metav1.CreateOptions{})
+	_, err = admin.CoreV1().Pods("default").Create(ctx, boundPod(podName, name, 2, v1.RestartPolicyNever, sleeper("main", busybox), v1.Container{
+		Name: "side", Image: busybox, ImagePullPolicy: v1.PullNever,
+		Command: []string{"sh", "-c", "trap 'exit 3' USR1; trap 'exit 0' TERM; sleep 3600 & wait"},
+	}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,17 +431,7 @@ func TestClusterAPIServerOutage(t *testing.T) {
 
 	// The pod source is connected again: a pod bound to the node after the
 	// return runs (the source retries at least every podWatchBackoff×1.2).
-	_, err = admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: laterPod, Namespace: "default"},
-		Spec: v1.PodSpec{
-			NodeName: name, HostNetwork: true, DNSPolicy: v1.DNSDefault,
-			AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{
-				Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
-				Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-			}},
-		},
-	}, metav1.CreateOptions{})
+	_, err = admin.CoreV1().Pods("default").Create(ctx, boundPod(laterPod, name, 2, "", sleeper("main", busybox)), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

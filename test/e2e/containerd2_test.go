@@ -3,9 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/containermgr/cmwire"
 	"github.com/nodekit/nodekit/kuberuntime"
@@ -36,58 +32,20 @@ func TestWrongCgroupDriverOnContainerd2(t *testing.T) {
 	if os.Getenv("NODEKIT_CONTAINERD") != "2" {
 		t.Skip("needs containerd 2.x (NODEKIT_CONTAINERD=2): containerd 1.6 has no CRI RuntimeConfig")
 	}
-	if mode, err := containermgr.DetectMode(v1Cgroups); err != nil || mode.Version() != containermgr.V1 {
-		t.Skipf("this test needs a cgroup v1 or hybrid host: %v %v", mode, err)
-	}
+	requireCgroupV1(t)
 	e := volumeEnv(t)
-	e.cleanup(t)
-	var rnd [4]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		t.Fatal(err)
-	}
-	top := "kubepods-e2e-" + hex.EncodeToString(rnd[:])
-	mgr, err := containermgr.New(containermgr.Config{PodsCgroup: top, CgroupDriver: containermgr.DriverSystemd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cgm := mgr.CgroupManager(); cgm != nil {
-			if err := cgm.Destroy(containermgr.CgroupName{top}); err != nil {
-				t.Errorf("removing the test cgroup tree: %v", err)
-			}
-		}
-	})
-	t.Cleanup(func() { e.cleanup(t) })
+	mgr, top := e.cgroupManager(t, "kubepods-e2e-", containermgr.Config{CgroupDriver: containermgr.DriverSystemd}, false)
 
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	writeManifest(t, manifests, "cgdriver", cgroupPodManifest("cgdriver", e.busybox, `    resources:
       requests: {cpu: 100m, memory: 32Mi}
 `))
 	core, logs := observer.New(zapcore.InfoLevel)
-	b := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
-		WithLogger(zap.New(core))
-	agent, err := cmwire.ContainerManager(b, mgr).Build()
+	agent, err := cmwire.ContainerManager(e.builder(dir, manifests).WithLogger(zap.New(core)), mgr).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the agent did not stop within 30s")
-		}
-	}()
+	defer runAgent(t, agent, 30*time.Second)()
 
 	name := "cgdriver-" + nodeName
 	waitFor(t, 90*time.Second, "the pod running", func() (bool, string) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containerdwire"
 	"github.com/nodekit/nodekit/kuberuntime/containerdevents"
 )
@@ -100,11 +98,7 @@ func TestContainerdEventsExitWithoutRelist(t *testing.T) {
 	e := volumeEnv(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	t.Cleanup(func() { e.cleanup(t) })
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	const (
 		once    = "exit-once"
 		restart = "exit-restart"
@@ -117,12 +111,7 @@ func TestContainerdEventsExitWithoutRelist(t *testing.T) {
 
 	sink := &exitSink{first: map[string]exitSeen{}, latest: map[string]v1.PodStatus{}}
 	var watcher *containerdevents.Watcher
-	b := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint)
-	agent, err := containerdwire.Events(b, "", &watcher).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
+	agent, err := containerdwire.Events(e.builder(dir, manifests), "", &watcher).
 		WithStatusSink(sink).
 		Build()
 	if err != nil {
@@ -130,19 +119,7 @@ func TestContainerdEventsExitWithoutRelist(t *testing.T) {
 	}
 	const relist = 30 * time.Second
 	agent.PLEG().SetRelistPeriod(relist, 3*relist)
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Fatal("Run did not return within 30s of the cancel")
-		}
-		if err := agent.Err(); err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
-	}()
+	defer runAgent(t, agent, 30*time.Second)()
 
 	// Both exits show within a few seconds of finishedAt: far sooner than
 	// a 30s relist could (the pods started after the first relist).

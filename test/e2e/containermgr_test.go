@@ -3,9 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/containermgr"
 	"github.com/nodekit/nodekit/kuberuntime"
 )
@@ -82,43 +78,13 @@ func procCgroups(t *testing.T, pid int) map[string]string {
 // run inside their pod cgroup, and the pod cgroups are gone once the pods
 // are removed.
 func TestContainermgrQoSTreeAndPodCgroups(t *testing.T) {
-	if mode, err := containermgr.DetectMode(v1Cgroups); err != nil || mode.Version() != containermgr.V1 {
-		t.Skipf("this test needs a cgroup v1 or hybrid host: %v %v", mode, err)
-	}
+	requireCgroupV1(t)
 	e := setup(t)
-	e.cleanup(t)
-	var rnd [4]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		t.Fatal(err)
-	}
-	top := "kubepods-e2e-" + hex.EncodeToString(rnd[:])
-	mgr, err := containermgr.New(containermgr.Config{
-		PodsCgroup:     top,
+	mgr, top := e.cgroupManager(t, "kubepods-e2e-", containermgr.Config{
 		SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1Gi")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs last: the whole test tree goes.
-	t.Cleanup(func() {
-		if cgm := mgr.CgroupManager(); cgm != nil {
-			if err := cgm.Destroy(containermgr.CgroupName{top}); err != nil {
-				t.Errorf("removing the test cgroup tree: %v", err)
-			}
-		}
-		for _, c := range []string{"cpu", "memory", "pids", "cpuset", "unified", "systemd"} {
-			if cgExists(c, top) {
-				t.Errorf("%s/%s left behind", c, top)
-			}
-		}
-	})
-	t.Cleanup(func() { e.cleanup(t) })
+	}, true)
 
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	writeManifest(t, manifests, "cg-guaranteed", cgroupPodManifest("cg-guaranteed", e.busybox, `    resources:
       requests: {cpu: 500m, memory: 64Mi}
       limits: {cpu: 500m, memory: 64Mi}
@@ -129,11 +95,7 @@ func TestContainermgrQoSTreeAndPodCgroups(t *testing.T) {
 `))
 	writeManifest(t, manifests, "cg-besteffort", cgroupPodManifest("cg-besteffort", e.busybox, ""))
 
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
+	agent, err := e.builder(dir, manifests).
 		WithCgroups(mgr, mgr).
 		WithNodeAllocatable(mgr.NodeAllocatable).
 		WithPart("containermgr", mgr.Run).
@@ -141,16 +103,7 @@ func TestContainermgrQoSTreeAndPodCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the agent did not stop within 30s")
-		}
-	}()
+	defer runAgent(t, agent, 30*time.Second)()
 
 	names := map[string]v1.PodQOSClass{
 		"cg-guaranteed-" + nodeName: v1.PodQOSGuaranteed,
@@ -254,7 +207,7 @@ func TestContainermgrQoSTreeAndPodCgroups(t *testing.T) {
 		got := cgFile(t, "cpu", top+"/burstable", "cpu.shares")
 		return got == "2", "cpu.shares " + got
 	})
-	if n, err := mgr.CleanupOrphans(ctx, nil, true); n != 0 || err != nil {
+	if n, err := mgr.CleanupOrphans(t.Context(), nil, true); n != 0 || err != nil {
 		t.Errorf("orphans after the pods ended: %d %v", n, err)
 	}
 }

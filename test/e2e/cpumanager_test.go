@@ -27,22 +27,6 @@ func (a cpuAdmitter) Admit(pod *v1.Pod, active []*v1.Pod) syncloop.AdmitResult {
 	return syncloop.AdmitResult{Admit: ok, Reason: reason, Message: msg}
 }
 
-func cpuPodManifest(name, image, resources string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  hostNetwork: true
-  dnsPolicy: Default
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: %s
-    command: %s
-%s`, name, image, trapTerm, resources)
-}
-
 // cgroupCPUs reads the cpuset.cpus of the process's cpuset cgroup (cgroup v1).
 func cgroupCPUs(t *testing.T, pid int) (string, string) {
 	t.Helper()
@@ -98,17 +82,13 @@ func TestCPUManagerStaticPinsGuaranteedContainer(t *testing.T) {
 	if err := os.Mkdir(manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeManifest(t, manifests, "pinned", cpuPodManifest("pinned", e.busybox, `    resources:
+	writeManifest(t, manifests, "pinned", cgroupPodManifest("pinned", e.busybox, `    resources:
       requests: {cpu: "1", memory: 64Mi}
       limits: {cpu: "1", memory: 64Mi}
 `))
-	writeManifest(t, manifests, "shared", cpuPodManifest("shared", e.busybox, ""))
+	writeManifest(t, manifests, "shared", cgroupPodManifest("shared", e.busybox, ""))
 
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
+	agent, err := e.builder(dir, manifests).
 		WithAdmitHandler(cpuAdmitter{mgr}).
 		WithRuntimeConfig(func(c *kuberuntime.Config) { c.CPUSets = mgr }).
 		WithPart("cpumanager", mgr.Run).
@@ -116,15 +96,7 @@ func TestCPUManagerStaticPinsGuaranteedContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go agent.Run(ctx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the agent did not stop within 30s")
-		}
-	}()
+	defer runAgent(t, agent, 30*time.Second)()
 	pinned, shared := "pinned-"+nodeName, "shared-"+nodeName
 	waitFor(t, 60*time.Second, "both pods running", func() (bool, string) {
 		run := e.running(t)
@@ -153,7 +125,7 @@ func TestCPUManagerStaticPinsGuaranteedContainer(t *testing.T) {
 		t.Errorf("after Reconcile the pinned cpuset is %q", got)
 	}
 	// A second Guaranteed pod does not fit: only reserved cpu 0 is left.
-	writeManifest(t, manifests, "second", cpuPodManifest("second", e.busybox, `    resources:
+	writeManifest(t, manifests, "second", cgroupPodManifest("second", e.busybox, `    resources:
       requests: {cpu: "1", memory: 64Mi}
       limits: {cpu: "1", memory: 64Mi}
 `))

@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/kuberuntime"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -27,43 +24,24 @@ import (
 func TestCrashLoopKeepsNewestDeadInstance(t *testing.T) {
 	e := volumeEnv(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	const crasher = "crash-loop"
 	writeManifest(t, manifests, crasher, exitManifest(crasher, e.busybox, "Always", "exit 1"))
 	pod := crasher + "-" + nodeName
 
 	sink := &exitSink{first: map[string]exitSeen{}, latest: map[string]v1.PodStatus{}}
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
+	agent, err := e.builder(dir, manifests).
 		WithStatusSink(sink).
 		WithSyncLoopConfig(func(c *syncloop.Config) { c.ContainerGCPeriod = time.Hour }).
 		Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Fatal("Run did not return within 30s of the cancel")
-		}
-		if err := agent.Err(); err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
-		// Remove the pod's containers and sandbox: the manifest is gone
-		// with the temp dir, and the next test must not see them.
-		e.cleanup(t)
-	}()
+	// Remove the pod's containers and sandbox once the agent has stopped:
+	// the manifest is gone with the temp dir, and the next test must not
+	// see them.
+	t.Cleanup(func() { e.cleanup(t) })
+	defer runAgent(t, agent, 30*time.Second)()
 
 	instances := func() (exited int, newest *runtimeapi.Container, all string) {
 		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,7 +25,6 @@ import (
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/containermgr/devicemanager"
 	"github.com/nodekit/nodekit/kuberuntime"
-	"github.com/nodekit/nodekit/kuberuntime/remote"
 )
 
 // widgetProc is the examples/deviceplugin binary running.
@@ -92,31 +90,9 @@ func widgetCounts(ctx context.Context, admin kubernetes.Interface, node string) 
 // registers again (allocatable 0 while it is away, 3 once back); a widget
 // marked unhealthy lowers allocatable to 2.
 func TestDevicePluginsAgainstAPIServer(t *testing.T) {
-	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
-		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
-	}
-	name := os.Getenv("NODEKIT_NODE_NAME")
-	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
-	if name == "" || nodeKC == "" || adminKC == "" {
-		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
-	}
-	endpoint := os.Getenv("NODEKIT_CRI_ENDPOINT")
-	if endpoint == "" {
-		t.Fatal("NODEKIT_CRI_ENDPOINT is not set: start containerd with `NODEKIT_CONTAINERD_DIR=/tmp/nkc bash hack/containerd.sh start` and load its env with `set -a; . /tmp/nkc/env; set +a`")
-	}
-	busybox := getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
-	nodeClient := nsClient(t, nodeKC)
-	admin := nsClient(t, adminKC)
+	e := newAPIEnv(t)
+	name, endpoint, busybox, nodeClient, admin, cri := e.name, e.endpoint, e.busybox, e.node, e.admin, e.cri
 	ctx := t.Context()
-
-	cri, err := remote.New(remote.Config{Endpoint: endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cri.Connect(ctx); err != nil {
-		t.Fatalf("containerd at %s: %v", endpoint, err)
-	}
-	t.Cleanup(func() { cri.Close(context.Background()) })
 
 	// Short paths: unix sockets hold at most 107 bytes.
 	dir, err := os.MkdirTemp("", "nkdp")
@@ -133,32 +109,7 @@ func TestDevicePluginsAgainstAPIServer(t *testing.T) {
 	}
 
 	const podA, podB, podC = "widgets-a", "widgets-b", "widgets-c"
-	ours := func(n string) bool { return n == podA || n == podB || n == podC }
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, n := range []string{podA, podB, podC} {
-			_ = admin.CoreV1().Pods("default").Delete(cctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		}
-		sbs, err := cri.ListPodSandbox(cctx, nil)
-		if err != nil {
-			t.Logf("cleanup: ListPodSandbox: %v", err)
-			return
-		}
-		for _, sb := range sbs {
-			if ours(sb.GetMetadata().GetName()) {
-				_ = cri.StopPodSandbox(cctx, sb.Id)
-				_ = cri.RemovePodSandbox(cctx, sb.Id)
-			}
-		}
-	})
-	for _, n := range []string{podA, podB, podC} {
-		_ = admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		nsPoll(t, 60*time.Second, "leftover pod "+n+" gone", func() (bool, string) {
-			_, err := admin.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
-	}
+	e.removePods(t, podA, podB, podC)
 
 	// startAgent builds and runs an agent with a device manager on
 	// pluginDir; stop waits for it to return.
@@ -176,26 +127,7 @@ func TestDevicePluginsAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runCtx, cancel := context.WithCancel(context.Background())
-		go agent.Run(runCtx)
-		stopped := false
-		stop = func() {
-			if stopped {
-				return
-			}
-			stopped = true
-			cancel()
-			select {
-			case <-agent.Done():
-				if err := agent.Err(); err != nil {
-					t.Errorf("agent Run = %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("agent Run did not return within 30s of the cancel")
-			}
-		}
-		t.Cleanup(stop)
-		return stop
+		return runAgent(t, agent, 30*time.Second)
 	}
 	stopAgent := startAgent()
 	plugin := startWidgets(t, bin, pluginDir, stateDir)

@@ -123,20 +123,14 @@ func unmountUnder(t *testing.T, dir string) {
 //     renewed, and the pod deleted while the node was away is stopped and
 //     its object removed.
 func TestEdgeRebootWithoutAPIServer(t *testing.T) {
-	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
-		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env")
-	}
-	name := os.Getenv("NODEKIT_NODE_NAME")
-	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
-	if name == "" || nodeKC == "" || adminKC == "" {
-		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
-	}
+	ae := newAPIClients(t)
+	name, nodeKC, adminKC := ae.name, ae.nodeKC, ae.adminKC
 	endpoint := os.Getenv("NODEKIT_CRI_ENDPOINT")
 	if endpoint == "" || os.Getenv("NODEKIT_CONTAINERD_DIR") == "" {
 		t.Fatal("NODEKIT_CRI_ENDPOINT and NODEKIT_CONTAINERD_DIR must be set: the test restarts containerd with `hack/containerd.sh restart`")
 	}
 	busybox := getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
-	admin := nsClient(t, adminKC)
+	admin := ae.admin
 	ctx := t.Context()
 
 	// The agent binary.
@@ -272,20 +266,8 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 
 	agent = startEdgeAgent(t, bin, args, logPath)
 
-	no := false
-	grace := int64(2)
 	mkPod := func(podName string, withVolumes bool) *v1.Pod {
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "default"},
-			Spec: v1.PodSpec{
-				NodeName: name, HostNetwork: true, DNSPolicy: v1.DNSDefault,
-				AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{
-					Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
-					Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-				}},
-			},
-		}
+		p := boundPod(podName, name, 2, "", sleeper("main", busybox))
 		if podName == keep {
 			// The default service account token volume (kube-api-access-*):
 			// its token is served from disk after the reboot.
@@ -316,12 +298,7 @@ func TestEdgeRebootWithoutAPIServer(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		ready := false
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
-				ready = true
-			}
-		}
+		ready := condition(p.Status, v1.PodReady) == v1.ConditionTrue
 		id := ""
 		if len(p.Status.ContainerStatuses) == 1 {
 			id = p.Status.ContainerStatuses[0].ContainerID

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,81 +16,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
 	"github.com/nodekit/nodekit/kuberuntime"
-	"github.com/nodekit/nodekit/kuberuntime/remote"
 )
 
-// eventsEnv is what both events tests need: the API server's node and
-// admin clients and containerd.
-type eventsEnv struct {
-	name, endpoint, busybox string
-	node, admin             kubernetes.Interface
-	cri                     *remote.Client
-}
-
-func newEventsEnv(t *testing.T) *eventsEnv {
-	t.Helper()
-	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
-		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh start` and load its env")
-	}
-	e := &eventsEnv{name: os.Getenv("NODEKIT_NODE_NAME"), endpoint: os.Getenv("NODEKIT_CRI_ENDPOINT"),
-		busybox: getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")}
-	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
-	if e.name == "" || nodeKC == "" || adminKC == "" || e.endpoint == "" {
-		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG, NODEKIT_ADMIN_KUBECONFIG and NODEKIT_CRI_ENDPOINT must be set")
-	}
-	e.node, e.admin = nsClient(t, nodeKC), nsClient(t, adminKC)
-	cri, err := remote.New(remote.Config{Endpoint: e.endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cri.Connect(t.Context()); err != nil {
-		t.Fatalf("containerd at %s: %v", e.endpoint, err)
-	}
-	t.Cleanup(func() { cri.Close(context.Background()) })
-	e.cri = cri
-	return e
-}
-
-// removePods deletes the named API pods and every sandbox of those names,
-// now (leftovers of an interrupted run) and when the test ends.
-func (e *eventsEnv) removePods(t *testing.T, names ...string) {
-	t.Helper()
-	clean := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, n := range names {
-			_ = e.admin.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		}
-		sbs, err := e.cri.ListPodSandbox(ctx, nil)
-		if err != nil {
-			t.Logf("cleanup: ListPodSandbox: %v", err)
-			return
-		}
-		for _, sb := range sbs {
-			if n := sb.GetMetadata().GetName(); slices.Contains(names, n) || slices.ContainsFunc(names, func(p string) bool { return strings.HasPrefix(n, p+"-") }) {
-				_ = e.cri.StopPodSandbox(ctx, sb.Id)
-				_ = e.cri.RemovePodSandbox(ctx, sb.Id)
-			}
-		}
-	}
-	clean()
-	t.Cleanup(clean)
-	for _, n := range names {
-		nsPoll(t, 60*time.Second, "leftover pod "+n+" gone", func() (bool, string) {
-			_, err := e.admin.CoreV1().Pods("default").Get(t.Context(), n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
-	}
-}
-
 // run builds and runs the cluster agent; it stops when the test ends.
-func (e *eventsEnv) run(t *testing.T, manifests string, reg prometheus.Registerer) *nodekit.Agent {
+func (e *apiEnv) run(t *testing.T, manifests string, reg prometheus.Registerer) *nodekit.Agent {
 	t.Helper()
 	b := nodekit.NewBuilder().WithRuntimeEndpoint(e.endpoint).WithRootDir(t.TempDir()).WithProber()
 	if manifests != "" {
@@ -105,25 +38,13 @@ func (e *eventsEnv) run(t *testing.T, manifests string, reg prometheus.Registere
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-agent.Done():
-			if err := agent.Err(); err != nil {
-				t.Errorf("Run = %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("Run did not return within 60s of the cancel")
-		}
-	})
+	runAgent(t, agent, 60*time.Second)
 	return agent
 }
 
 // events lists the events about the object named name ("" namespace: the
 // node's, stored in default).
-func (e *eventsEnv) events(t *testing.T, name string) []v1.Event {
+func (e *apiEnv) events(t *testing.T, name string) []v1.Event {
 	t.Helper()
 	l, err := e.admin.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
@@ -142,16 +63,7 @@ func summary(evs []v1.Event) string {
 }
 
 func apiPod(name, node string, c v1.Container, policy v1.RestartPolicy) *v1.Pod {
-	no := false
-	grace := int64(1)
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: v1.PodSpec{
-			NodeName: node, HostNetwork: true, DNSPolicy: v1.DNSDefault, RestartPolicy: policy,
-			AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{c},
-		},
-	}
+	return boundPod(name, node, 1, policy, c)
 }
 
 // TestEventsInAPIServer: an agent on containerd joined to a real
@@ -161,7 +73,7 @@ func apiPod(name, node string, c v1.Container, policy v1.RestartPolicy) *v1.Pod 
 // container a BackOff counted above 1 (aggregated, not one event per
 // restart); for a failing readiness probe, Unhealthy.
 func TestEventsInAPIServer(t *testing.T) {
-	e := newEventsEnv(t)
+	e := newAPIEnv(t)
 	const badImage, crasher, unready = "events-bad-image", "events-crasher", "events-unready"
 	e.removePods(t, badImage, crasher, unready)
 	// The Node as the node lifecycle controller leaves it when its agent
@@ -234,7 +146,7 @@ func TestEventsInAPIServer(t *testing.T) {
 // events that cannot be written are dropped and counted
 // (nodekit_events_dropped_total rises).
 func TestEventsAPIServerUnreachable(t *testing.T) {
-	e := newEventsEnv(t)
+	e := newAPIEnv(t)
 	t.Cleanup(func() { apiServerScript(t, "start-apiserver") })
 	manifests := t.TempDir()
 	reg := prometheus.NewRegistry()
@@ -307,7 +219,7 @@ func TestEventsAPIServerUnreachable(t *testing.T) {
 }
 
 // markNodeUnknown makes the Node exist with its Ready condition Unknown.
-func (e *eventsEnv) markNodeUnknown(t *testing.T) {
+func (e *apiEnv) markNodeUnknown(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
 	nodes := e.admin.CoreV1().Nodes()

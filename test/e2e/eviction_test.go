@@ -4,15 +4,11 @@ package e2e
 
 import (
 	"bufio"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,47 +25,6 @@ import (
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kubetypes"
 )
-
-// apiSource sends the pod sets it receives as the API server source, so
-// the pods are not static (static pods are never evicted).
-type apiSource struct {
-	out  chan<- kubetypes.PodUpdate
-	sets <-chan []*v1.Pod
-}
-
-func (s *apiSource) Run(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case pods := <-s.sets:
-			select {
-			case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods, Source: kubetypes.SourceAPI}:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
-}
-
-// podStatuses keeps the latest status the agent reported for each pod.
-type podStatuses struct {
-	mu sync.Mutex
-	st map[string]v1.PodStatus
-}
-
-func (s *podStatuses) SyncPodStatus(_ context.Context, pod *v1.Pod, st v1.PodStatus) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st[pod.Name] = *st.DeepCopy()
-	return nil
-}
-
-func (s *podStatuses) get(name string) v1.PodStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st[name]
-}
 
 // vmstatOOMKills is the kernel's count of OOM kills since boot.
 func vmstatOOMKills(t *testing.T) uint64 {
@@ -151,32 +106,11 @@ const (
 // the BestEffort pod (status Failed, reason Evicted) before the kernel's
 // OOM killer fires, and leave the Guaranteed pod's container running.
 func TestEvictionMemoryPressure(t *testing.T) {
-	if mode, err := containermgr.DetectMode(v1Cgroups); err != nil || mode.Version() != containermgr.V1 {
-		t.Skipf("this test needs a cgroup v1 or hybrid host: %v %v", mode, err)
-	}
+	requireCgroupV1(t)
 	e := volumeEnv(t)
-	e.cleanup(t)
-	var rnd [4]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		t.Fatal(err)
-	}
-	top := "kubepods-evict-" + hex.EncodeToString(rnd[:])
-	mgr, err := containermgr.New(containermgr.Config{
-		PodsCgroup:     top,
+	mgr, top := e.cgroupManager(t, "kubepods-evict-", containermgr.Config{
 		SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1Gi")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs last: the whole test tree goes.
-	t.Cleanup(func() {
-		if cgm := mgr.CgroupManager(); cgm != nil {
-			if err := cgm.Destroy(containermgr.CgroupName{top}); err != nil {
-				t.Errorf("removing the test cgroup tree: %v", err)
-			}
-		}
-	})
-	t.Cleanup(func() { e.cleanup(t) })
+	}, false)
 
 	// The threshold: what the node has available now (as the agent's stats
 	// will measure it) minus the margin.
@@ -200,33 +134,19 @@ func TestEvictionMemoryPressure(t *testing.T) {
 	t.Logf("available %d MiB; hard threshold memory.available<%dMi", avail>>20, thresholdMiB)
 
 	sets := make(chan []*v1.Pod, 1)
-	statuses := &podStatuses{st: map[string]v1.PodStatus{}}
+	statuses := newStatusSink()
 	var built nodekit.EvictionParts
 	root := t.TempDir()
-	b := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithRootDir(root).
+	b := e.builder(root, "").
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))).
 		WithStatusSink(statuses).
-		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
-			return &apiSource{out: out, sets: sets}, nil
-		}).
+		WithPodSource(kubetypes.SourceAPI, podSets(kubetypes.SourceAPI, sets)).
 		WithEvictionOptions(eviction.Config{Thresholds: hard, Interval: time.Second}, nodekit.EvictionOptions{Built: &built, MemcgNotifier: true})
 	agent, err := cmwire.ContainerManager(b, mgr).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the agent did not stop within 30s")
-		}
-	}()
+	defer runAgent(t, agent, 30*time.Second)()
 
 	oomBefore := vmstatOOMKills(t)
 	guaranteedName, hogName := "evict-guaranteed-"+nodeName, "evict-hog-"+nodeName
@@ -271,7 +191,7 @@ func TestEvictionMemoryPressure(t *testing.T) {
 			}
 		}
 		st := statuses.get(hogName)
-		s, _ := probe.Summary(ctx)
+		s, _ := probe.Summary(t.Context())
 		detail := fmt.Sprintf("hog %s/%s", st.Phase, st.Reason)
 		if s != nil && s.Memory != nil {
 			detail += fmt.Sprintf(", node available %d MiB", s.Memory.AvailableBytes>>20)

@@ -25,12 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/clusterapiserver"
-	"github.com/nodekit/nodekit/kuberuntime/remote"
 )
 
 // fidelityNodeIP is the node's address in TestClusterFidelityAcrossRestarts:
@@ -53,71 +50,26 @@ const fidelityNodeIP = "192.0.2.10"
 //     no ADDED or DELETED event, the mirror pod keeps its UID, and no
 //     phase, readiness, IP or container goes back.
 func TestClusterFidelityAcrossRestarts(t *testing.T) {
-	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
-		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
-	}
-	name := os.Getenv("NODEKIT_NODE_NAME")
-	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
-	if name == "" || nodeKC == "" || adminKC == "" {
-		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
-	}
+	e := newAPIEnv(t)
 	if os.Getenv("NODEKIT_ENDPOINTSLICE_CONTROLLER") != "1" {
 		t.Fatal("NODEKIT_ENDPOINTSLICE_CONTROLLER is not 1: the API server was started without the EndpointSlice controller (run `hack/kube-apiserver.sh build`, which builds it, then start the API server again)")
 	}
-	endpoint := os.Getenv("NODEKIT_CRI_ENDPOINT")
-	if endpoint == "" {
-		t.Fatal("NODEKIT_CRI_ENDPOINT is not set: start containerd with `NODEKIT_CONTAINERD_DIR=/tmp/nkc bash hack/containerd.sh start` and load its env with `set -a; . /tmp/nkc/env; set +a`")
-	}
-	busybox := getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
-	nodeClient := nsClient(t, nodeKC)
-	admin := nsClient(t, adminKC)
+	name, endpoint, busybox, nodeClient, admin := e.name, e.endpoint, e.busybox, e.node, e.admin
 	ctx := t.Context()
 	pods := admin.CoreV1().Pods("default")
-
-	cri, err := remote.New(remote.Config{Endpoint: endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cri.Connect(ctx); err != nil {
-		t.Fatalf("containerd at %s: %v", endpoint, err)
-	}
-	t.Cleanup(func() { cri.Close(context.Background()) })
 
 	const static, hostPod, cniPod, svcName = "fid-static", "fid-hostnet", "fid-cni", "fid-static"
 	mirrorName := static + "-" + name
 	ours := map[string]bool{mirrorName: true, hostPod: true, cniPod: true}
-	cleanup := func() {
+	// The service goes after the pods (cleanups run last first).
+	deleteService := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = admin.CoreV1().Services("default").Delete(cctx, svcName, metav1.DeleteOptions{})
-		for n := range ours {
-			_ = pods.Delete(cctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		}
-		sbs, err := cri.ListPodSandbox(cctx, nil)
-		if err != nil {
-			t.Logf("cleanup: ListPodSandbox: %v", err)
-			return
-		}
-		for _, sb := range sbs {
-			if n := sb.GetMetadata().GetName(); n != static && !ours[n] {
-				continue
-			}
-			if err := cri.StopPodSandbox(cctx, sb.Id); err != nil {
-				t.Logf("cleanup: StopPodSandbox %s: %v", sb.Id, err)
-			}
-			if err := cri.RemovePodSandbox(cctx, sb.Id); err != nil {
-				t.Logf("cleanup: RemovePodSandbox %s: %v", sb.Id, err)
-			}
-		}
 	}
-	cleanup() // leftovers of an interrupted run
-	t.Cleanup(cleanup)
-	for n := range ours {
-		nsPoll(t, 60*time.Second, "leftover pod "+n+" gone", func() (bool, string) {
-			_, err := pods.Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
-	}
+	deleteService() // leftovers of an interrupted run
+	t.Cleanup(deleteService)
+	e.removePods(t, static, mirrorName, hostPod, cniPod)
 
 	dir := t.TempDir()
 	manifests := filepath.Join(dir, "manifests")
@@ -147,8 +99,8 @@ spec:
 	// as far as the agent is concerned (new Builder, same root and
 	// manifests, the pods left running by the previous one).
 	type running struct {
-		agent  *nodekit.Agent
-		cancel context.CancelFunc
+		agent *nodekit.Agent
+		stop  func()
 	}
 	start := func() running {
 		t.Helper()
@@ -161,21 +113,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		runCtx, cancel := context.WithCancel(context.Background())
-		go agent.Run(runCtx)
-		return running{agent: agent, cancel: cancel}
-	}
-	stop := func(r running) {
-		t.Helper()
-		r.cancel()
-		select {
-		case <-r.agent.Done():
-			if err := r.agent.Err(); err != nil {
-				t.Errorf("Run = %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("Run did not return within 60s of the cancel")
-		}
+		return running{agent: agent, stop: runAgent(t, agent, 60*time.Second)}
 	}
 	// The Node as a previous agent left it, with another address: the
 	// restarted agent's registration returns it before its first status
@@ -194,40 +132,16 @@ spec:
 	}
 
 	cur := start()
-	defer func() { stop(cur) }()
+	defer func() { cur.stop() }()
 
-	nsPoll(t, 90*time.Second, "node registered and Ready", func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue, string(c.Status) + " " + c.Reason + ": " + c.Message
-			}
-		}
-		return false, "no Ready condition"
-	})
+	waitNodeReady(t, admin, name, 90*time.Second, "node registered and Ready", "")
 
 	// Two API pods: one on the host's network, one on the CNI network
 	// (Guaranteed, so its QoS class is not the default one).
-	no := false
-	grace := int64(2)
 	apiPod := func(podName string, hostNetwork bool) *v1.Pod {
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "default"},
-			Spec: v1.PodSpec{
-				NodeName: name, HostNetwork: hostNetwork, AutomountServiceAccountToken: &no,
-				TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{
-					Name: "main", Image: busybox, ImagePullPolicy: v1.PullNever,
-					Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
-				}},
-			},
-		}
-		if hostNetwork {
-			p.Spec.DNSPolicy = v1.DNSDefault
-		} else {
+		p := boundPod(podName, name, 2, "", sleeper("main", busybox))
+		if !hostNetwork {
+			p.Spec.HostNetwork, p.Spec.DNSPolicy = false, ""
 			res := v1.ResourceList{v1.ResourceCPU: resource.MustParse("50m"), v1.ResourceMemory: resource.MustParse("32Mi")}
 			p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: res, Limits: res}
 		}
@@ -361,7 +275,7 @@ spec:
 		t.Fatal(err)
 	}
 	// A client without nsClient's 10s timeout, which would end the watch.
-	w, err := watchClient(t, adminKC).CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: new(int64(900))})
+	w, err := watchClient(t, e.adminKC).CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, TimeoutSeconds: new(int64(900))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +346,7 @@ spec:
 		return l.Spec.RenewTime.Time
 	}
 	for i := range 3 {
-		stop(cur)
+		cur.stop()
 		restarted := time.Now()
 		cur = start()
 		a := cur.agent
@@ -503,19 +417,7 @@ spec:
 // hack/kube-apiserver.sh, with no client timeout (for watches).
 func watchClient(t *testing.T, kubeconfig string) kubernetes.Interface {
 	t.Helper()
-	b, err := os.ReadFile(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kc nsKubeconfig
-	if err := yaml.Unmarshal(b, &kc); err != nil || len(kc.Clusters) != 1 || len(kc.Users) != 1 {
-		t.Fatalf("kubeconfig %s: want one cluster and one user (err %v)", kubeconfig, err)
-	}
-	c, err := kubernetes.NewForConfig(&rest.Config{
-		Host:            kc.Clusters[0].Cluster.Server,
-		BearerToken:     kc.Users[0].User.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: kc.Clusters[0].Cluster.CertificateAuthority},
-	})
+	c, err := kubernetes.NewForConfig(restConfig(t, kubeconfig))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,17 +118,12 @@ func TestImageGCKeepsPauseImage(t *testing.T) {
 	}
 
 	sets := make(chan []*v1.Pod, 1)
-	statuses := &podStatuses{st: map[string]v1.PodStatus{}}
+	statuses := newStatusSink()
 	var built nodekit.EvictionParts
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithRootDir(t.TempDir()).
+	agent, err := e.builder(t.TempDir(), "").
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))).
 		WithStatusSink(statuses).
-		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
-			return &apiSource{out: out, sets: sets}, nil
-		}).
+		WithPodSource(kubetypes.SourceAPI, podSets(kubetypes.SourceAPI, sets)).
 		WithEvictionOptions(eviction.Config{Stats: noStats{}}, nodekit.EvictionOptions{
 			Built: &built,
 			ImageGC: imagegc.Config{
@@ -143,16 +138,7 @@ func TestImageGCKeepsPauseImage(t *testing.T) {
 	if built.ImageGC == nil {
 		t.Fatal("the Builder made no image GC")
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	go agent.Run(runCtx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the agent did not stop within 30s")
-		}
-	}()
+	defer runAgent(t, agent, 30*time.Second)()
 
 	// One pod keeps busybox in use (the other e2e tests need it).
 	first, second := "gc-first-"+nodeName, "gc-second-"+nodeName

@@ -3,9 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -61,28 +58,9 @@ func lsTestPod(name, image, limit, sideLimit, sizeLimit, cmd string) *v1.Pod {
 // emptyDir without sizeLimit in a pod limited to 3Mi. A fourth pod that
 // stays within its limits keeps running.
 func TestEvictionLocalStorage(t *testing.T) {
-	if mode, err := containermgr.DetectMode(v1Cgroups); err != nil || mode.Version() != containermgr.V1 {
-		t.Skipf("this test needs a cgroup v1 or hybrid host: %v %v", mode, err)
-	}
+	requireCgroupV1(t)
 	e := volumeEnv(t)
-	e.cleanup(t)
-	var rnd [4]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		t.Fatal(err)
-	}
-	top := "kubepods-ls-" + hex.EncodeToString(rnd[:])
-	cm, err := containermgr.New(containermgr.Config{PodsCgroup: top})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cgm := cm.CgroupManager(); cgm != nil {
-			if err := cgm.Destroy(containermgr.CgroupName{top}); err != nil {
-				t.Errorf("removing the test cgroup tree: %v", err)
-			}
-		}
-	})
-	t.Cleanup(func() { e.cleanup(t) })
+	cm, _ := e.cgroupManager(t, "kubepods-ls-", containermgr.Config{}, false)
 
 	root := t.TempDir()
 	mounter := &volumemgr.SystemMounter{}
@@ -95,32 +73,18 @@ func TestEvictionLocalStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	sets := make(chan []*v1.Pod, 1)
-	statuses := &podStatuses{st: map[string]v1.PodStatus{}}
-	b := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithRootDir(root).
+	statuses := newStatusSink()
+	b := e.builder(root, "").
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))).
 		WithStatusSink(statuses).
-		WithPodSource(kubetypes.SourceAPI, func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
-			return &apiSource{out: out, sets: sets}, nil
-		}).
+		WithPodSource(kubetypes.SourceAPI, podSets(kubetypes.SourceAPI, sets)).
 		WithVolumeManager(vm).
 		WithEvictionOptions(eviction.Config{Interval: time.Second}, nodekit.EvictionOptions{DiskUsagePeriod: time.Second})
 	agent, err := cmwire.ContainerManager(b, cm).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	defer func() {
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the agent did not stop within 30s")
-		}
-	}()
+	defer runAgent(t, agent, 30*time.Second)()
 
 	write := func(path string, mib int) string {
 		return fmt.Sprintf("trap 'exit 0' TERM; dd if=/dev/zero of=%s bs=1048576 count=%d 2>/dev/null; sync; sleep 3600 & wait", path, mib)

@@ -17,7 +17,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/kuberuntime/logs"
 )
 
@@ -155,28 +154,19 @@ func (c *lineChecker) lineLocked(l string) {
 func TestContainerLogRotation(t *testing.T) {
 	e := volumeEnv(t)
 	t.Cleanup(func() { e.cleanup(t) })
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	m := strings.NewReplacer("IMAGE", e.busybox, "CHUNKS", strconv.Itoa(chunks), "LINES", strconv.Itoa(linesPerChunk)).Replace(chattyManifest)
 	writeManifest(t, manifests, "chatty", m)
-	sink := &statusSink{st: map[string]v1.PodStatus{}}
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
+	sink := newStatusSink()
+	agent, err := e.builder(dir, manifests).
 		WithStatusSink(sink).
 		WithContainerLogRotation(logs.Config{MaxSize: logMaxSize, MaxFiles: logMaxFiles, MonitorInterval: time.Second}).
 		Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go agent.Run(ctx)
+	stop := runAgent(t, agent, 30*time.Second)
+	ctx := t.Context()
 	name := "chatty-" + nodeName
 
 	var pod *v1.Pod
@@ -266,10 +256,5 @@ func TestContainerLogRotation(t *testing.T) {
 		t.Errorf("follower missed %d lines across rotations: %v", checker.gaps, checker.gapAt)
 	}
 
-	cancel()
-	select {
-	case <-agent.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of the cancel")
-	}
+	stop()
 }

@@ -38,8 +38,9 @@ type nsKubeconfig struct {
 	} `json:"users"`
 }
 
-// nsClient builds a clientset from a kubeconfig file.
-func nsClient(t *testing.T, kubeconfig string) kubernetes.Interface {
+// restConfig reads a kubeconfig file of hack/kube-apiserver.sh into a
+// rest.Config without a timeout (for watches and streams).
+func restConfig(t *testing.T, kubeconfig string) *rest.Config {
 	t.Helper()
 	b, err := os.ReadFile(kubeconfig)
 	if err != nil {
@@ -49,12 +50,18 @@ func nsClient(t *testing.T, kubeconfig string) kubernetes.Interface {
 	if err := yaml.Unmarshal(b, &kc); err != nil || len(kc.Clusters) != 1 || len(kc.Users) != 1 {
 		t.Fatalf("kubeconfig %s: want one cluster and one user (err %v)", kubeconfig, err)
 	}
-	cfg := &rest.Config{
+	return &rest.Config{
 		Host:            kc.Clusters[0].Cluster.Server,
 		BearerToken:     kc.Users[0].User.Token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: kc.Clusters[0].Cluster.CertificateAuthority},
-		Timeout:         10 * time.Second,
 	}
+}
+
+// nsClient builds a clientset from a kubeconfig file, with a 10s timeout.
+func nsClient(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+	cfg := restConfig(t, kubeconfig)
+	cfg.Timeout = 10 * time.Second
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -93,16 +100,8 @@ func nsPoll(t *testing.T, timeout time.Duration, what string, cond func() (bool,
 // controllers stop the lease goes stale. Pods from the API server, mirror
 // pods and pod status are not part of this test yet.
 func TestNodeStatusAgainstAPIServer(t *testing.T) {
-	if os.Getenv("NODEKIT_APISERVER_URL") == "" {
-		t.Skip("NODEKIT_APISERVER_URL is not set: start an API server with `bash hack/kube-apiserver.sh build && bash hack/kube-apiserver.sh start` and load its env (set -a; . /tmp/nodekit-apiserver/env; set +a)")
-	}
-	name := os.Getenv("NODEKIT_NODE_NAME")
-	nodeKC, adminKC := os.Getenv("NODEKIT_NODE_KUBECONFIG"), os.Getenv("NODEKIT_ADMIN_KUBECONFIG")
-	if name == "" || nodeKC == "" || adminKC == "" {
-		t.Fatal("NODEKIT_NODE_NAME, NODEKIT_NODE_KUBECONFIG and NODEKIT_ADMIN_KUBECONFIG must be set with NODEKIT_APISERVER_URL")
-	}
-	nodeClient := nsClient(t, nodeKC)
-	admin := nsClient(t, adminKC)
+	e := newAPIClients(t)
+	name, nodeClient, admin := e.name, e.node, e.admin
 	ctx := t.Context()
 
 	cleanupNode := func() {
@@ -163,18 +162,7 @@ func TestNodeStatusAgainstAPIServer(t *testing.T) {
 	defer stopAll()
 
 	start := time.Now()
-	nsPoll(t, 60*time.Second, "the node to register and be Ready", func() (bool, string) {
-		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue, string(c.Status) + " " + c.Reason + ": " + c.Message
-			}
-		}
-		return false, "no Ready condition"
-	})
+	waitNodeReady(t, admin, name, 60*time.Second, "the node to register and be Ready", "")
 	t.Logf("node Ready in the API server after %v", time.Since(start).Round(time.Millisecond))
 	n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

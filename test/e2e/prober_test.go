@@ -3,45 +3,14 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/nodekit/nodekit"
 )
-
-// statusSink keeps the latest status of every pod by name.
-type statusSink struct {
-	mu sync.Mutex
-	st map[string]v1.PodStatus
-}
-
-func (s *statusSink) SyncPodStatus(_ context.Context, pod *v1.Pod, st v1.PodStatus) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st[pod.Name] = *st.DeepCopy()
-	return nil
-}
-
-func (s *statusSink) container(pod, name string) (v1.ContainerStatus, v1.PodStatus) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.st[pod]
-	for _, c := range st.ContainerStatuses {
-		if c.Name == name {
-			return c, st
-		}
-	}
-	return v1.ContainerStatus{}, st
-}
 
 func condition(st v1.PodStatus, t v1.PodConditionType) v1.ConditionStatus {
 	for _, c := range st.Conditions {
@@ -73,11 +42,7 @@ func TestProbes(t *testing.T) {
 	e := setup(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	t.Cleanup(func() { e.cleanup(t) })
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	port := freePort(t)
 	writeManifest(t, manifests, "liveness", fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -126,20 +91,12 @@ spec:
         port: %[2]d
       periodSeconds: 1
 `, e.busybox, port))
-	sink := &statusSink{st: map[string]v1.PodStatus{}}
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
-		WithStatusSink(sink).
-		WithProber().
-		Build()
+	sink := newStatusSink()
+	agent, err := e.builder(dir, manifests).WithStatusSink(sink).WithProber().Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
+	stop := runAgent(t, agent, 30*time.Second)
 	live, web := "liveness-"+nodeName, "web-"+nodeName
 
 	// (b), (c): the tcp container is ready once httpd listens, httpd
@@ -186,13 +143,5 @@ spec:
 		t.Logf("first instance: exit %d %s, lived %v", term.ExitCode, term.Reason, term.FinishedAt.Sub(term.StartedAt.Time))
 	}
 
-	cancel()
-	select {
-	case <-agent.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of the cancel")
-	}
-	if err := agent.Err(); err != nil {
-		t.Errorf("Run: %v", err)
-	}
+	stop()
 }

@@ -31,13 +31,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agentserver"
@@ -46,22 +44,6 @@ import (
 	serverapi "github.com/nodekit/nodekit/server/apiserver"
 	"github.com/nodekit/nodekit/stats"
 )
-
-// srvRestConfig reads a kubeconfig of hack/kube-apiserver.sh into a
-// rest.Config without a timeout (streams last).
-func srvRestConfig(t *testing.T, kubeconfig string) *rest.Config {
-	t.Helper()
-	b, err := os.ReadFile(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kc nsKubeconfig
-	if err := yaml.Unmarshal(b, &kc); err != nil || len(kc.Clusters) != 1 || len(kc.Users) != 1 {
-		t.Fatalf("kubeconfig %s: %v", kubeconfig, err)
-	}
-	return &rest.Config{Host: kc.Clusters[0].Cluster.Server, BearerToken: kc.Users[0].User.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: kc.Clusters[0].Cluster.CertificateAuthority}}
-}
 
 // TestServerThroughAPIServer runs an agent on containerd joined to a real
 // kube-apiserver, serving its HTTPS API in a network namespace (its node IP) with the API server's
@@ -86,7 +68,7 @@ func TestServerThroughAPIServer(t *testing.T) {
 	}
 	busybox := getenv("NODEKIT_BUSYBOX_IMAGE", "localhost/nodekit/busybox:1")
 	ctx := t.Context()
-	adminCfg, nodeCfg := srvRestConfig(t, adminKC), srvRestConfig(t, nodeKC)
+	adminCfg, nodeCfg := restConfig(t, adminKC), restConfig(t, nodeKC)
 	admin, err := kubernetes.NewForConfig(adminCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -152,23 +134,14 @@ func TestServerThroughAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
+	stop := runAgent(t, agent, 30*time.Second)
 	defer func() {
 		deletePods()
 		nsPoll(t, 60*time.Second, "test pods stopped", func() (bool, string) {
 			return len(agent.ActivePods()) == 0, fmt.Sprint(len(agent.ActivePods()))
 		})
-		cancel()
-		select {
-		case <-agent.Done():
-			if err := agent.Err(); err != nil {
-				t.Errorf("Run = %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return within 30s of the cancel")
-		}
+		stop()
 	}()
-	go agent.Run(runCtx)
 
 	nsPoll(t, 60*time.Second, "node Ready advertising the API port", func() (bool, string) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})

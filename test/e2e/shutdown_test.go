@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 
 	var admin kubernetes.Interface
 	manifests := t.TempDir()
-	local := &podStatuses{st: map[string]v1.PodStatus{}}
+	local := newStatusSink()
 	// runtimeName is the pod's name on the node (a static pod's has the
 	// node's name appended).
 	runtimeName := func(n string) string {
@@ -124,7 +125,7 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 	}
 	b := nodekit.NewBuilder().WithRuntimeEndpoint(endpoint).WithRootDir(t.TempDir()).WithManifestDir(manifests)
 	if withAPI {
-		env := &eventsEnv{name: node, endpoint: endpoint, busybox: busybox,
+		env := &apiEnv{name: node, endpoint: endpoint, busybox: busybox,
 			node: nsClient(t, os.Getenv("NODEKIT_NODE_KUBECONFIG")), admin: nsClient(t, os.Getenv("NODEKIT_ADMIN_KUBECONFIG")), cri: cri}
 		env.removePods(t, names...)
 		admin = env.admin
@@ -135,8 +136,11 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 	} else {
 		runtimeName = func(n string) string { return n + "-" + node }
 		b.WithNodeName(node).WithStatusSink(local).WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)))
-		t.Cleanup(func() { removeSandboxes(t, cri, node, names) })
-		removeSandboxes(t, cri, node, names)
+		ours := func(m *runtimeapi.PodSandboxMetadata) bool {
+			return slices.ContainsFunc(names, func(n string) bool { return m.GetName() == n+"-"+node })
+		}
+		t.Cleanup(func() { removeSandboxes(t, cri, ours) })
+		removeSandboxes(t, cri, ours)
 	}
 	sd := agentshutdown.Wire(b, agentshutdown.Config{Shutdown: nodeshutdown.Config{
 		GracePeriod: 12 * time.Second, GracePeriodCriticalPods: 4 * time.Second,
@@ -145,19 +149,7 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-agent.Done():
-			if err := agent.Err(); err != nil {
-				t.Errorf("Run = %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("Run did not return within 60s of the cancel")
-		}
-	})
+	runAgent(t, agent, 60*time.Second)
 
 	add := func(p *v1.Pod) {
 		t.Helper()
@@ -210,7 +202,7 @@ func TestGracefulShutdownOnContainerd(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	start := time.Now()
 	done := make(chan error, 1)
-	go func() { done <- sd.Shutdown(ctx) }()
+	go func() { done <- sd.Shutdown(t.Context()) }()
 	if withAPI {
 		nsPoll(t, 8*time.Second, "node NotReady at once", func() (bool, string) {
 			c := nodeReady(t, admin, node)
@@ -320,23 +312,4 @@ func nodeReady(t *testing.T, admin kubernetes.Interface, node string) v1.NodeCon
 		}
 	}
 	return v1.NodeCondition{}
-}
-
-// removeSandboxes removes the sandboxes of the static pods named.
-func removeSandboxes(t *testing.T, cri *remote.Client, node string, names []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sbs, err := cri.ListPodSandbox(ctx, nil)
-	if err != nil {
-		t.Logf("cleanup: ListPodSandbox: %v", err)
-		return
-	}
-	for _, sb := range sbs {
-		for _, n := range names {
-			if sb.GetMetadata().GetName() == n+"-"+node {
-				_ = cri.StopPodSandbox(ctx, sb.Id)
-				_ = cri.RemovePodSandbox(ctx, sb.Id)
-			}
-		}
-	}
 }

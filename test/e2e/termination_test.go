@@ -3,19 +3,14 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/nodekit/nodekit"
 )
 
 // TestTerminationMessageAndPodNetwork runs the Agent in-process against
@@ -28,11 +23,7 @@ func TestTerminationMessageAndPodNetwork(t *testing.T) {
 	e := setup(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	t.Cleanup(func() { e.cleanup(t) })
-	dir := t.TempDir()
-	manifests := filepath.Join(dir, "manifests")
-	if err := os.Mkdir(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, manifests := agentDirs(t)
 	writeManifest(t, manifests, "tmsg", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -62,19 +53,12 @@ spec:
     image: %s
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
 `, e.busybox))
-	sink := &statusSink{st: map[string]v1.PodStatus{}}
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithManifestDir(manifests).
-		WithRootDir(dir).
-		WithStatusSink(sink).
-		Build()
+	sink := newStatusSink()
+	agent, err := e.builder(dir, manifests).WithStatusSink(sink).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go agent.Run(ctx)
+	stop := runAgent(t, agent, 30*time.Second)
 	tmsg, netPod := "tmsg-"+nodeName, "net-"+nodeName
 
 	waitFor(t, 60*time.Second, "both containers of tmsg terminated with their messages", func() (bool, string) {
@@ -110,13 +94,5 @@ spec:
 		t.Errorf("pod IP %q (host IP %q): want an address of the pod network", st.PodIP, st.HostIP)
 	}
 
-	cancel()
-	select {
-	case <-agent.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of the cancel")
-	}
-	if err := agent.Err(); err != nil {
-		t.Errorf("Run: %v", err)
-	}
+	stop()
 }

@@ -16,10 +16,10 @@ import (
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/kuberuntime/remote"
-	"github.com/nodekit/nodekit/kubetypes"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volumemgr"
 )
@@ -116,43 +116,40 @@ const volumePodUID = "e2e-vols-0001"
 
 // removeSandboxesOf stops and removes the pod's sandboxes through CRI.
 func removeSandboxesOf(t *testing.T, e *env, uid string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sbs, err := e.cri.ListPodSandbox(ctx, nil)
+	removeSandboxes(t, e.cri, func(m *runtimeapi.PodSandboxMetadata) bool { return m.GetUid() == uid })
+}
+
+// runVolumeAgent builds and runs an agent with the volume manager on
+// root/pods (configMaps from root/objects) and the pods sent on sets;
+// syncLoop, unless nil, tunes its sync loop. stop is runAgent's.
+func runVolumeAgent(t *testing.T, e *env, root string, sets <-chan []*v1.Pod, syncLoop func(*syncloop.Config)) (*volumemgr.Manager, *nodekit.Agent, func()) {
+	t.Helper()
+	mounter := &volumemgr.SystemMounter{}
+	mgr, err := volumemgr.New(volumemgr.Config{
+		PodsDir: filepath.Join(root, "pods"),
+		Plugins: volumemgr.DefaultPlugins(volumemgr.PluginsConfig{
+			Objects: &volumemgr.DirObjectSource{Dir: filepath.Join(root, "objects")},
+			Mounter: mounter,
+		}),
+		Mounter: mounter,
+	})
 	if err != nil {
-		t.Logf("cleanup: ListPodSandbox: %v", err)
-		return
+		t.Fatal(err)
 	}
-	for _, sb := range sbs {
-		if sb.GetMetadata().GetUid() != uid {
-			continue
-		}
-		stopErr := e.cri.StopPodSandbox(ctx, sb.Id)
-		if err := e.cri.RemovePodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: sandbox %s: stop: %v; remove: %v", sb.Id, stopErr, err)
-		}
+	b := e.builder(root, "").
+		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
+		WithPodSource("test", podSets("test", sets)).
+		WithVolumes(mgr, mgr).
+		WithPart("volumemgr", mgr.Run)
+	if syncLoop != nil {
+		b.WithSyncLoopConfig(syncLoop)
 	}
-}
-
-// chanSource sends the complete pod set it receives on sets (SET).
-type chanSource struct {
-	out  chan<- kubetypes.PodUpdate
-	sets <-chan []*v1.Pod
-}
-
-func (s *chanSource) Run(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case pods := <-s.sets:
-			select {
-			case s.out <- kubetypes.PodUpdate{Op: kubetypes.SET, Pods: pods, Source: "test"}:
-			case <-ctx.Done():
-				return nil
-			}
-		}
+	agent, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
 	}
+	mgr.SetPodSource(agent.Loop(), agent.Loop().PodWorkers(), agent.PodConfig().SeenAllSources)
+	return mgr, agent, runAgent(t, agent, 30*time.Second)
 }
 
 // TestVolumes runs the Agent in-process with the volume manager on
@@ -170,38 +167,7 @@ func TestVolumes(t *testing.T) {
 	writeConfigMap(t, objects, "v1")
 	podsDir := filepath.Join(root, "pods")
 
-	mounter := &volumemgr.SystemMounter{}
-	mgr, err := volumemgr.New(volumemgr.Config{
-		PodsDir: podsDir,
-		Plugins: volumemgr.DefaultPlugins(volumemgr.PluginsConfig{
-			Objects: &volumemgr.DirObjectSource{Dir: objects},
-			Mounter: mounter,
-		}),
-		Mounter: mounter,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := nodekit.NewBuilder().
-		WithNodeName(nodeName).
-		WithRuntimeEndpoint(e.endpoint).
-		WithRootDir(root).
-		WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
-		WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
-			return &chanSource{out: out, sets: sets}, nil
-		}).
-		WithVolumes(mgr, mgr).
-		WithPart("volumemgr", mgr.Run).
-		WithSyncLoopConfig(func(c *syncloop.Config) { c.ResyncInterval = 2 * time.Second }).
-		Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr.SetPodSource(agent.Loop(), agent.Loop().PodWorkers(), agent.PodConfig().SeenAllSources)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go agent.Run(ctx)
+	mgr, agent, stop := runVolumeAgent(t, e, root, sets, func(c *syncloop.Config) { c.ResyncInterval = 2 * time.Second })
 	sets <- []*v1.Pod{volumePod(e.busybox)}
 
 	var pod *v1.Pod
@@ -258,15 +224,7 @@ func TestVolumes(t *testing.T) {
 		return err == nil && len(points) == 0 && os.IsNotExist(serr) && len(mgr.GetVolumesInUse()) == 0,
 			fmt.Sprintf("mounts %v (%v), shared dir: %v, in use %v", points, err, serr, mgr.GetVolumesInUse())
 	})
-	cancel()
-	select {
-	case <-agent.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the agent did not stop within 30s")
-	}
-	if err := agent.Err(); err != nil {
-		t.Fatalf("agent: %v", err)
-	}
+	stop()
 }
 
 // containerIDs lists the running containers of the test's pod "vols" by
@@ -304,69 +262,30 @@ func TestVolumesAfterRestart(t *testing.T) {
 	podDir := filepath.Join(podsDir, volumePodUID)
 	shared := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "shared")
 
-	start := func(pods []*v1.Pod) (*volumemgr.Manager, *nodekit.Agent, context.CancelFunc) {
+	start := func(pods []*v1.Pod) (*volumemgr.Manager, func()) {
 		t.Helper()
-		mounter := &volumemgr.SystemMounter{}
-		mgr, err := volumemgr.New(volumemgr.Config{
-			PodsDir: podsDir,
-			Plugins: volumemgr.DefaultPlugins(volumemgr.PluginsConfig{
-				Objects: &volumemgr.DirObjectSource{Dir: objects}, Mounter: mounter,
-			}),
-			Mounter: mounter,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		sets := make(chan []*v1.Pod, 1)
 		sets <- pods
-		agent, err := nodekit.NewBuilder().
-			WithNodeName(nodeName).
-			WithRuntimeEndpoint(e.endpoint).
-			WithRootDir(root).
-			WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))).
-			WithPodSource("test", func(out chan<- kubetypes.PodUpdate) (nodekit.PodSource, error) {
-				return &chanSource{out: out, sets: sets}, nil
-			}).
-			WithVolumes(mgr, mgr).
-			WithPart("volumemgr", mgr.Run).
-			Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mgr.SetPodSource(agent.Loop(), agent.Loop().PodWorkers(), agent.PodConfig().SeenAllSources)
-		ctx, cancel := context.WithCancel(context.Background())
-		go agent.Run(ctx)
-		return mgr, agent, cancel
-	}
-	stop := func(agent *nodekit.Agent, cancel context.CancelFunc) {
-		t.Helper()
-		cancel()
-		select {
-		case <-agent.Done():
-		case <-time.After(30 * time.Second):
-			t.Fatal("the agent did not stop within 30s")
-		}
-		if err := agent.Err(); err != nil {
-			t.Fatalf("agent: %v", err)
-		}
+		mgr, _, stop := runVolumeAgent(t, e, root, sets, nil)
+		return mgr, stop
 	}
 
-	_, agent, cancel := start([]*v1.Pod{volumePod(e.busybox)})
+	_, stop := start([]*v1.Pod{volumePod(e.busybox)})
 	waitFor(t, 60*time.Second, "the subPath file written by the pod", func() (bool, string) {
 		_, err := os.Stat(filepath.Join(shared, "reader", "data", "hello"))
 		return err == nil, fmt.Sprint(err)
 	})
-	stop(agent, cancel)
+	stop()
 	if points, _ := volumemgr.MountPointsUnder(podDir); len(points) == 0 {
 		t.Fatal("no subPath bind mount left by the first agent: the test would prove nothing")
 	}
 
-	mgr, agent, cancel := start(nil)
+	mgr, stop := start(nil)
 	waitFor(t, 60*time.Second, "the reconstructed volumes torn down", func() (bool, string) {
 		points, err := volumemgr.MountPointsUnder(podDir)
 		_, serr := os.Stat(shared)
 		return err == nil && len(points) == 0 && os.IsNotExist(serr) && len(mgr.GetVolumesInUse()) == 0,
 			fmt.Sprintf("mounts %v (%v), shared dir: %v, in use %v", points, err, serr, mgr.GetVolumesInUse())
 	})
-	stop(agent, cancel)
+	stop()
 }
