@@ -18,8 +18,8 @@
 // window. A second agent, the control, starts with it and is given no
 // pod (-control=false: none); it is read in the same windows, so the
 // churned agent is also compared with an agent of the same age that ran
-// nothing (an idle agent's RSS creeps up over its first minutes: 21.7 to
-// 22.8 MB in 15 minutes on 2026-11-27).
+// nothing (an idle agent's RSS creeps up over its first minutes: 21.1 to
+// 22.3 MB in 15 minutes on 2026-11-27).
 package main
 
 import (
