@@ -114,13 +114,11 @@ func readState(path string) (State, error) {
 	return s, nil
 }
 
-// decodeState parses and checks the state file's bytes. A time of 1970
-// or later in the future is accepted: an appliance may have booted with
-// its clock behind.
+// decodeState parses and checks the state file's bytes (at most
+// maxStateSize: readState's read refuses more). A time of 1970 or later
+// in the future is accepted: an appliance may have booted with its clock
+// behind.
 func decodeState(b []byte) (State, error) {
-	if len(b) > maxStateSize {
-		return State{}, fmt.Errorf("%d bytes, more than %d", len(b), maxStateSize)
-	}
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 {
 		return State{}, errors.New("empty file")
